@@ -1,0 +1,42 @@
+"""The ``gpu-envs`` command line: one subcommand per module of ``gpu_envs.commands``.
+
+Each command module defines ``add_parser(subparsers)`` (cheap: no heavy imports) and sets
+``func`` on its parser to the function that runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMAND_MODULES = ("bench", "device_check", "render", "train")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser, with every available subcommand."""
+    parser = argparse.ArgumentParser(prog="gpu-envs", description="Batched RL environments on Numba kernels.")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"gpu_envs.commands.{name}")
+        except ModuleNotFoundError as error:
+            if error.name != f"gpu_envs.commands.{name}":
+                raise
+            continue
+        module.add_parser(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``gpu-envs``."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "accepts_extra", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    result = args.func(args, extra) if getattr(args, "accepts_extra", False) else args.func(args)
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Subcommands of the ``gpu-envs`` command line (see ``gpu_envs.cli``)."""

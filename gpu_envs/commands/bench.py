@@ -1,0 +1,22 @@
+"""``gpu-envs bench cartpole|tag``: throughput of our envs beside the peers, in one process run."""
+
+from __future__ import annotations
+
+import importlib
+
+BENCHMARKS = {"cartpole": "gpu_envs.benchmarks.cartpole", "tag": "gpu_envs.benchmarks.tag"}
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("bench", help="measure env-steps/s against the peers")
+    games = parser.add_subparsers(dest="game", required=True, metavar="GAME")
+    for game, module_name in BENCHMARKS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            if error.name != module_name:
+                raise
+            continue
+        game_parser = games.add_parser(game, help=module.__doc__.splitlines()[0])
+        module.add_arguments(game_parser)
+        game_parser.set_defaults(func=module.run)

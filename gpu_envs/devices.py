@@ -1,0 +1,83 @@
+"""Device and dtype resolution shared by every env, and the bridge from torch tensors to kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """Turn "cpu", "cuda", "cuda:N" or "auto" into a torch device, with a clear error if unusable."""
+    if isinstance(device, str) and device == "auto":
+        return torch.device("cuda") if cuda_available() else torch.device("cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"unknown device {device!r}: use 'cpu', 'cuda', 'cuda:N' or 'auto'") from error
+    if resolved.type == "cpu":
+        return resolved
+    if resolved.type != "cuda":
+        raise ValueError(f"unsupported device {device!r}: gpu-envs runs on 'cpu' or 'cuda' devices")
+    if not cuda_available():
+        raise RuntimeError(
+            f"device {device!r} requested but no CUDA GPU is usable here (torch.cuda.is_available() "
+            "is False or numba-cuda finds no driver); use device='cpu' or 'auto'"
+        )
+    if resolved.index is not None and resolved.index >= torch.cuda.device_count():
+        raise ValueError(f"device {device!r}: only {torch.cuda.device_count()} CUDA device(s) present")
+    return torch.device("cuda", torch.cuda.current_device() if resolved.index is None else resolved.index)
+
+
+def cuda_available() -> bool:
+    """True when both torch and numba-cuda can use a GPU."""
+    if not torch.cuda.is_available():
+        return False
+    from numba import cuda
+
+    return cuda.is_available()
+
+
+def resolve_dtype(dtype, device: torch.device) -> torch.dtype:
+    """State dtype: float64 by default on the CPU (bit-exact with gymnasium), float32 on CUDA."""
+    if dtype is None:
+        return torch.float64 if device.type == "cpu" else torch.float32
+    if isinstance(dtype, torch.dtype) and dtype in _DTYPES.values():
+        return dtype
+    name = np.dtype(dtype).name if not isinstance(dtype, (str, torch.dtype)) else str(dtype)
+    name = name.replace("torch.", "")
+    if name not in _DTYPES:
+        raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
+    return _DTYPES[name]
+
+
+def kernel_view(tensor: torch.Tensor):
+    """A zero-copy array view of ``tensor`` for the kernels: NumPy on the CPU, numba-cuda on GPU.
+
+    int64 tensors that hold RNG words are viewed as uint64 by the caller (``.view(np.uint64)``).
+    """
+    if tensor.device.type == "cpu":
+        return tensor.numpy()
+    from numba import cuda
+
+    return cuda.as_cuda_array(tensor.detach())
+
+
+def as_uint64_view(tensor: torch.Tensor):
+    """Zero-copy uint64 view of an int64 tensor (torch has no uint64 arithmetic, the kernels need it)."""
+    return kernel_view(tensor).view(np.uint64)
+
+
+def launch_stream(device: torch.device):
+    """The numba stream matching torch's current stream on ``device`` (0 on the CPU)."""
+    if device.type == "cpu":
+        return 0
+    from numba import cuda
+
+    return cuda.external_stream(torch.cuda.current_stream(device).cuda_stream)
+
+
+def torch_to_numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    """The NumPy dtype of a torch floating dtype."""
+    return np.dtype(str(dtype).replace("torch.", ""))

@@ -1,0 +1,74 @@
+"""Checks on user input that run before any kernel, with errors that name the problem."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode
+
+
+def as_action_tensor(actions, shape: tuple[int, ...], device: torch.device,
+                     upper: int | Sequence[int] | torch.Tensor, name: str = "actions") -> torch.Tensor:
+    """Validate integer actions of ``shape`` in ``[0, upper]`` and return them as int64 on ``device``.
+
+    ``upper`` bounds every entry, or per entry of the last axis when it is a sequence.
+    """
+    if isinstance(actions, torch.Tensor):
+        tensor = actions
+    else:
+        array = np.asarray(actions)
+        if array.dtype == object:
+            raise TypeError(f"{name} must be an integer array or tensor, got {type(actions).__name__}")
+        tensor = torch.from_numpy(np.ascontiguousarray(array))
+    if tensor.dtype == torch.bool or tensor.is_floating_point() or tensor.is_complex():
+        detail = " (it contains NaN)" if tensor.is_floating_point() and bool(tensor.isnan().any()) else ""
+        raise TypeError(f"{name} must have an integer dtype, got {tensor.dtype}{detail}")
+    if tuple(tensor.shape) != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(tensor.shape)}")
+    tensor = tensor.to(device=device, dtype=torch.int64)
+    bound = upper if isinstance(upper, (int, torch.Tensor)) else torch.as_tensor(upper, device=device)
+    bad = (tensor < 0) | (tensor > bound)
+    if bool(bad.any()):
+        where = tuple(int(v) for v in bad.nonzero()[0].tolist())
+        raise ValueError(
+            f"{name}{list(where)} = {int(tensor[where])} is out of range: allowed 0..{_describe(upper)}"
+        )
+    return tensor
+
+
+def _describe(upper) -> str:
+    if isinstance(upper, torch.Tensor):
+        upper = upper.tolist()
+    return str(upper)
+
+
+def parse_autoreset_mode(mode) -> AutoresetMode:
+    """Accept an ``AutoresetMode`` or its name/value ("next_step", "same_step", "disabled")."""
+    if isinstance(mode, AutoresetMode):
+        return mode
+    if isinstance(mode, str):
+        for member in AutoresetMode:
+            if mode.lower() in (member.value.lower(), member.name.lower()):
+                return member
+    raise ValueError(
+        f"autoreset_mode must be one of {[m.name for m in AutoresetMode]}, got {mode!r}"
+    )
+
+
+def as_reset_mask(mask, num_envs: int, device: torch.device) -> torch.Tensor:
+    """A bool reset mask of shape [num_envs] on ``device``."""
+    tensor = mask if isinstance(mask, torch.Tensor) else torch.from_numpy(np.asarray(mask))
+    if tensor.dtype != torch.bool:
+        raise TypeError(f"options['reset_mask'] must be boolean, got {tensor.dtype}")
+    if tuple(tensor.shape) != (num_envs,):
+        raise ValueError(f"options['reset_mask'] must have shape ({num_envs},), got {tuple(tensor.shape)}")
+    return tensor.to(device)
+
+
+def check_positive_int(value, name: str) -> int:
+    """An int > 0 or a ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise ValueError(f"{name} must be an int > 0, got {value!r}")
+    return int(value)

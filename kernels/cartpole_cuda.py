@@ -1,0 +1,52 @@
+"""CUDA drivers of the CartPole kernels: one thread per env.
+
+Importing this module needs numba-cuda (a GPU, or ``NUMBA_ENABLE_CUDASIM=1`` for the simulator).
+Arguments are device arrays (``numba.cuda`` arrays or anything with ``__cuda_array_interface__``).
+"""
+
+from numba import cuda
+
+from gpu_envs.kernels import cartpole_logic as logic
+
+THREADS_PER_BLOCK = 256
+
+
+@cuda.jit
+def step_kernel(state, elapsed, needs_reset, episode, env_seed, actions, consts, reset_bounds,
+                max_episode_steps, sutton_barto_reward, autoreset_mode,
+                obs, rewards, terminated, truncated, final_obs, has_final_obs):
+    i = cuda.grid(1)
+    if i < state.shape[0]:
+        logic.step_env(i, state, elapsed, needs_reset, episode, env_seed, actions, consts,
+                       reset_bounds, max_episode_steps, sutton_barto_reward, autoreset_mode,
+                       obs, rewards, terminated, truncated, final_obs, has_final_obs)
+
+
+@cuda.jit
+def reset_kernel(mask, state, elapsed, needs_reset, episode, env_seed, reset_bounds, obs):
+    i = cuda.grid(1)
+    if i < state.shape[0] and mask[i]:
+        logic.reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds, obs)
+
+
+def _grid(num_envs: int) -> int:
+    return (num_envs + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
+
+
+def step(buffers, actions, consts, reset_bounds, max_episode_steps: int,
+         sutton_barto_reward: bool, autoreset_mode: int, stream=0) -> None:
+    """Advance every env of ``buffers`` (device arrays) by one step on ``stream``."""
+    n = buffers.state.shape[0]
+    step_kernel[_grid(n), THREADS_PER_BLOCK, stream](
+        buffers.state, buffers.elapsed, buffers.needs_reset, buffers.episode, buffers.env_seed,
+        actions, consts, reset_bounds, max_episode_steps, sutton_barto_reward, autoreset_mode,
+        buffers.obs, buffers.rewards, buffers.terminated, buffers.truncated,
+        buffers.final_obs, buffers.has_final_obs)
+
+
+def reset(buffers, mask, reset_bounds, stream=0) -> None:
+    """Reset the envs where ``mask`` is True."""
+    n = buffers.state.shape[0]
+    reset_kernel[_grid(n), THREADS_PER_BLOCK, stream](
+        mask, buffers.state, buffers.elapsed, buffers.needs_reset, buffers.episode,
+        buffers.env_seed, reset_bounds, buffers.obs)
