@@ -158,8 +158,6 @@ class CartPoleVectorEnv(VectorEnv):
         if unknown:
             raise ValueError(f"unknown reset option(s) {sorted(unknown)}: allowed low, high, reset_mask")
         low, high = maybe_parse_reset_bounds(options, _DEFAULT_LOW, _DEFAULT_HIGH)
-        if not low < high:
-            raise ValueError(f"reset options need low < high, got low={low}, high={high}")
         self._bounds[:] = (low, high)
         if "reset_mask" in options:
             mask = as_reset_mask(options["reset_mask"], self.num_envs, self.device)

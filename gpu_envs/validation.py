@@ -19,7 +19,7 @@ def as_action_tensor(actions, shape: tuple[int, ...], device: torch.device,
         tensor = actions
     else:
         array = np.asarray(actions)
-        if array.dtype == object:
+        if not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
             raise TypeError(f"{name} must be an integer array or tensor, got {type(actions).__name__}")
         tensor = torch.from_numpy(np.ascontiguousarray(array))
     if tensor.dtype == torch.bool or tensor.is_floating_point() or tensor.is_complex():

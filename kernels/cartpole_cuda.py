@@ -50,3 +50,24 @@ def reset(buffers, mask, reset_bounds, stream=0) -> None:
     reset_kernel[_grid(n), THREADS_PER_BLOCK, stream](
         mask, buffers.state, buffers.elapsed, buffers.needs_reset, buffers.episode,
         buffers.env_seed, reset_bounds, buffers.obs)
+
+
+def ptx_signatures() -> list[tuple]:
+    """Every kernel of this module with the argument types the env launches it with (PTX check)."""
+    from numba import types
+
+    def array(dtype, ndim=1):
+        return types.Array(dtype, ndim, "C")
+
+    signatures = []
+    for state_dtype in (types.float32, types.float64):
+        buffers = (array(state_dtype, 2), array(types.int32), array(types.boolean),
+                   array(types.uint64), array(types.uint64))
+        outputs = (array(types.float32, 2), array(types.float32), array(types.boolean),
+                   array(types.boolean), array(types.float32, 2), array(types.boolean))
+        signatures.append((step_kernel.py_func, buffers + (
+            array(types.int64), array(state_dtype), array(types.float64), types.int64,
+            types.boolean, types.int64) + outputs))
+        signatures.append((reset_kernel.py_func, (array(types.boolean),) + buffers + (
+            array(types.float64), array(types.float32, 2))))
+    return signatures

@@ -1,0 +1,87 @@
+"""Bad input gets a clear exception naming the problem."""
+
+import numpy as np
+import pytest
+import torch
+
+import gpu_envs
+
+
+@pytest.fixture
+def env():
+    env = gpu_envs.CartPoleVectorEnv(4)
+    env.reset(seed=0)
+    return env
+
+
+@pytest.mark.parametrize("actions, error, message", [
+    (torch.tensor([0, 1, 2, 0]), ValueError, r"actions\[2\] = 2 is out of range"),
+    (torch.tensor([0, -1, 0, 0]), ValueError, r"actions\[1\] = -1 is out of range"),
+    (np.array([0, 1, 0]), ValueError, r"shape \(4,\)"),
+    (torch.zeros((4, 1), dtype=torch.int64), ValueError, "shape"),
+    (torch.tensor([0.0, 1.0, 0.0, 1.0]), TypeError, "integer dtype"),
+    (np.array([0.0, np.nan, 0.0, 1.0]), TypeError, "NaN"),
+    (torch.tensor([True, False, True, False]), TypeError, "integer dtype"),
+    (["a", "b", "c", "d"], TypeError, "integer dtype|integer array"),
+])
+def test_bad_actions(env, actions, error, message):
+    with pytest.raises(error, match=message):
+        env.step(actions)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"num_envs": 0}, "num_envs"),
+    ({"num_envs": -3}, "num_envs"),
+    ({"num_envs": 2.5}, "num_envs"),
+    ({"num_envs": 2, "device": "tpu"}, "device"),
+    ({"num_envs": 2, "device": "banana"}, "device"),
+    ({"num_envs": 2, "autoreset_mode": "sometimes"}, "autoreset_mode"),
+    ({"num_envs": 2, "dtype": "int8"}, "dtype"),
+    ({"num_envs": 2, "render_mode": "human"}, "render_mode"),
+    ({"num_envs": 2, "max_episode_steps": -1}, "max_episode_steps"),
+])
+def test_bad_construction(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        gpu_envs.CartPoleVectorEnv(**kwargs)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_cuda_without_gpu_is_a_clear_error():
+    with pytest.raises(RuntimeError, match="no CUDA GPU"):
+        gpu_envs.CartPoleVectorEnv(2, device="cuda")
+    assert gpu_envs.CartPoleVectorEnv(2, device="auto").device.type == "cpu"
+
+
+@pytest.mark.parametrize("mask, error, message", [
+    (np.ones(3, dtype=bool), ValueError, r"reset_mask.*shape \(4,\)"),
+    (np.ones(4, dtype=np.int64), TypeError, "reset_mask.*boolean"),
+])
+def test_bad_reset_mask(env, mask, error, message):
+    with pytest.raises(error, match=message):
+        env.reset(options={"reset_mask": mask})
+
+
+def test_bad_reset_options_and_seed(env):
+    with pytest.raises(ValueError, match="unknown reset option"):
+        env.reset(options={"lo": 0.1})
+    with pytest.raises(ValueError, match="Lower bound"):
+        env.reset(options={"low": 0.2, "high": 0.1})
+    with pytest.raises(ValueError, match="seed"):
+        env.reset(seed=-1)
+    with pytest.raises(ValueError, match="seed list"):
+        env.reset(seed=[1, 2])
+
+
+def test_step_before_reset_and_bad_state():
+    env = gpu_envs.CartPoleVectorEnv(2)
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(torch.zeros(2, dtype=torch.int64))
+    with pytest.raises(ValueError, match=r"state must have shape \(2, 4\)"):
+        env.state = torch.zeros(3, 4)
+
+
+def test_single_env_rejects_bad_action():
+    env = gpu_envs.CartPoleEnv()
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="action must be 0 or 1"):
+        env.step(2)

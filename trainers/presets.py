@@ -1,0 +1,96 @@
+"""Bundled run configs: ``cartpole`` (tuned for fast CPU learning) and ``tag`` (the seed config).
+
+Each preset is plain data in the ``RunConfig`` shape; ``preset(name)`` returns a fresh deep copy.
+"""
+
+from __future__ import annotations
+
+import copy
+
+CARTPOLE = dict(
+    name="cartpole",
+    env=dict(max_episode_steps=500),
+    trainer=dict(
+        num_envs=64,
+        train_batch_size=64 * 16,
+        num_episodes=200,
+        total_timesteps=200_000,
+        seed=1,
+        accelerator="cpu",
+        torch_threads=1,
+    ),
+    policy=dict(
+        agent=dict(
+            to_train=True,
+            algorithm="PPO",
+            gamma=0.99,
+            lr=0.003,
+            gae_lambda=0.9,
+            vf_loss_coeff=0.5,
+            entropy_coeff=0.0,
+            clip_param=0.2,
+            update_epochs=4,
+            num_minibatches=2,
+            anneal_lr=True,
+            model=dict(type="fully_connected", fc_dims=[32, 32], model_ckpt_filepath=""),
+        ),
+    ),
+    saving=dict(metrics_log_freq=10, model_params_save_freq=100, basedir="experiments",
+                name="cartpole_ppo", tag="example"),
+    evaluation=dict(eval_freq=2, num_episodes=10, stop_value=None),
+)
+
+# The seed run config of the original framework's Tag notebook, verbatim, plus evaluation settings.
+TAG = dict(
+    name="tag_continuous",
+    env=dict(
+        num_taggers=5,
+        num_runners=100,
+        grid_length=20.0,
+        episode_length=200,
+        max_acceleration=0.1,
+        min_acceleration=-0.1,
+        max_turn=2.35,
+        min_turn=-2.35,
+        num_acceleration_levels=10,
+        num_turn_levels=10,
+        skill_level_tagger=1.0,
+        skill_level_runner=1.0,
+        use_full_observation=False,
+        runner_exits_game_after_tagged=True,
+        num_other_agents_observed=10,
+        tag_reward_for_tagger=10.0,
+        tag_penalty_for_runner=-10.0,
+        end_of_game_reward_for_runner=1.0,
+        tagging_distance=0.02,
+    ),
+    trainer=dict(num_envs=50, train_batch_size=10000, num_episodes=500),
+    policy=dict(
+        runner=dict(
+            to_train=True,
+            algorithm="A2C",
+            gamma=0.98,
+            lr=0.005,
+            model=dict(type="fully_connected", fc_dims=[256, 256], model_ckpt_filepath=""),
+        ),
+        tagger=dict(
+            to_train=True,
+            algorithm="A2C",
+            gamma=0.98,
+            lr=0.002,
+            model=dict(type="fully_connected", fc_dims=[256, 256], model_ckpt_filepath=""),
+        ),
+    ),
+    saving=dict(metrics_log_freq=10, model_params_save_freq=5000, basedir="/tmp",
+                name="continuous_tag", tag="example"),
+    evaluation=dict(eval_freq=50, num_episodes=10),
+)
+
+PRESETS = {"cartpole": CARTPOLE, "tag": TAG}
+
+
+def preset(name: str) -> dict:
+    """A fresh copy of the preset ``name`` ("cartpole" or "tag")."""
+    if name not in PRESETS:
+        raise KeyError(f"unknown preset {name!r}; available: {', '.join(PRESETS)}")
+    return copy.deepcopy(PRESETS[name])

@@ -1,0 +1,113 @@
+"""Action sampling from MultiDiscrete logits on the device: torch's ``Categorical`` or a Numba kernel.
+
+Both samplers map logits [B, sum(nvec)] to actions [B, H] (int64) without a host synchronisation.
+The Numba sampler (CPU only) draws with the counter-based RNG of ``gpu_envs.kernels.rng``: draw
+``b * H + h`` of call ``counter`` of stream ``seed``, so its results depend on nothing else.
+``time_samplers`` measures both; the trainer uses the one named in ``trainer.action_sampler``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+import numba
+import numpy as np
+import torch
+from torch.distributions import Categorical
+
+from gpu_envs.kernels.rng import uniform01
+
+
+class TorchSampler:
+    """``torch.distributions.Categorical(logits=...).sample()`` per head, on the logits' device."""
+
+    name = "torch"
+
+    def __init__(self, seed: int = 0):
+        del seed  # draws come from torch's generator, seeded by fabric.seed_everything
+
+    def __call__(self, logits: torch.Tensor, nvec: Sequence[int]) -> torch.Tensor:
+        parts = logits.split(tuple(nvec), dim=-1)
+        return torch.stack([Categorical(logits=p, validate_args=False).sample() for p in parts], dim=-1)
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        del state
+
+
+@numba.njit(cache=True)
+def _sample_kernel(logits, offsets, seed, counter, out):
+    """Inverse-CDF sampling of softmax(logits) per row and head ([B, sum(nvec)]) into ``out`` [B, H]."""
+    rows, heads = out.shape
+    for b in range(rows):
+        for h in range(heads):
+            lo = offsets[h]
+            hi = offsets[h + 1]
+            top = logits[b, lo]
+            for j in range(lo + 1, hi):
+                top = max(top, logits[b, j])
+            total = 0.0
+            for j in range(lo, hi):
+                total += np.exp(np.float64(logits[b, j] - top))
+            threshold = uniform01(seed, counter, np.uint64(b * heads + h)) * total
+            acc = 0.0
+            choice = hi - lo - 1
+            for j in range(lo, hi):
+                acc += np.exp(np.float64(logits[b, j] - top))
+                if threshold < acc:
+                    choice = j - lo
+                    break
+            out[b, h] = choice
+
+
+class NumbaSampler:
+    """The njit inverse-CDF kernel over the logits (softmax inside the kernel; CPU tensors only)."""
+
+    name = "numba"
+
+    def __init__(self, seed: int = 0):
+        self.seed = np.uint64(seed)
+        self.counter = 0
+
+    def __call__(self, logits: torch.Tensor, nvec: Sequence[int]) -> torch.Tensor:
+        if logits.device.type != "cpu":
+            raise ValueError("the numba action sampler runs on the CPU only; use action_sampler='torch'")
+        offsets = np.concatenate([[0], np.cumsum(nvec)]).astype(np.int64)
+        out = torch.empty((logits.shape[0], len(nvec)), dtype=torch.int64)
+        _sample_kernel(logits.detach().contiguous().numpy(), offsets, self.seed,
+                       np.uint64(self.counter), out.numpy())
+        self.counter += 1
+        return out
+
+    def state_dict(self) -> dict:
+        return {"counter": self.counter}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.counter = int(state.get("counter", 0))
+
+
+SAMPLERS = {"torch": TorchSampler, "numba": NumbaSampler}
+
+
+def make_sampler(name: str, seed: int, device: torch.device):
+    """The sampler called ``name``; "auto" is numba on the CPU (faster there) and torch elsewhere."""
+    if name == "auto":
+        name = "numba" if device.type == "cpu" else "torch"
+    return SAMPLERS[name](seed)
+
+
+def time_samplers(batch: int, nvec: Sequence[int], repeats: int = 200) -> dict[str, float]:
+    """Microseconds per call of each sampler on random logits [batch, sum(nvec)] (CPU)."""
+    logits = torch.randn(batch, sum(nvec))
+    results = {}
+    for name, kind in SAMPLERS.items():
+        sampler = kind(0)
+        sampler(logits, nvec)  # compile / warm up
+        start = time.perf_counter()
+        for _ in range(repeats):
+            sampler(logits, nvec)
+        results[name] = (time.perf_counter() - start) / repeats * 1e6
+    return results
