@@ -2,10 +2,12 @@
 
 from gymnasium.envs.registration import register, registry
 
+from gpu_envs import tag_v0
 from gpu_envs.cartpole import CartPoleEnv, CartPoleVectorEnv
+from gpu_envs.tag import TagEnv
 from gpu_envs.wrappers import RecordEpisodeStatistics
 
-__all__ = ["CartPoleEnv", "CartPoleVectorEnv", "RecordEpisodeStatistics"]
+__all__ = ["CartPoleEnv", "CartPoleVectorEnv", "RecordEpisodeStatistics", "TagEnv", "tag_v0"]
 __version__ = "0.1.0"
 
 if "gpu_envs/CartPole-v1" not in registry:
@@ -15,4 +17,12 @@ if "gpu_envs/CartPole-v1" not in registry:
         vector_entry_point="gpu_envs.cartpole:CartPoleVectorEnv",
         max_episode_steps=500,
         reward_threshold=475.0,
+    )
+
+# Tag: rows are (game, agent) pairs; gym.make_vec only (one row is not a game, so no gym.make):
+# gym.make_vec("gpu_envs/Tag-v0", num_envs=GAMES, device=...). One game: gpu_envs.tag_v0.parallel_env.
+if "gpu_envs/Tag-v0" not in registry:
+    register(
+        id="gpu_envs/Tag-v0",
+        vector_entry_point="gpu_envs.tag_gym:TagGymVectorEnv",
     )

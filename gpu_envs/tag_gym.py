@@ -14,7 +14,6 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from gpu_envs.tag import TagEnv
-from gpu_envs.tag_rendering import render_tag_frames
 from gpu_envs.validation import parse_autoreset_mode
 
 
@@ -70,12 +69,10 @@ class TagGymVectorEnv(VectorEnv):
         if params.get("observe_self", True) is not True:
             raise ValueError("TagGymVectorEnv forces observe_self=True (a shared policy must see its role); "
                              f"got observe_self={params['observe_self']!r}")
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         params["observe_self"] = True
         self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
         self._game = TagEnv(num_envs=num_envs, device=device, autoreset_mode=self.autoreset_mode,
-                            validate_actions=validate_actions, **params)
+                            validate_actions=validate_actions, render_mode=render_mode, **params)
         game = self._game
         self.num_games = game.num_envs
         self.num_agents = game.num_agents
@@ -127,11 +124,7 @@ class TagGymVectorEnv(VectorEnv):
 
     def render(self) -> tuple[np.ndarray, ...] | None:
         """One RGB frame per GAME when ``render_mode="rgb_array"``."""
-        if self.render_mode is None:
-            gym.logger.warn("render() called without render_mode; pass render_mode='rgb_array'")
-            return None
-        game = self._game
-        return render_tag_frames(game.state, game.num_taggers, game.params.grid_length, game.episode_length)
+        return self._game.render()
 
     def close_extras(self, **kwargs) -> None:
         self._game.close()

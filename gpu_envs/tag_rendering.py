@@ -8,8 +8,7 @@ optional ``imageio-ffmpeg`` package).
 - ``render_tag_frame(x, y, active, num_taggers, grid_length, t, episode_length)``: one frame.
 - ``render_tag_frames(state, num_taggers, grid_length, episode_length)``: one frame per game of a
   batched state (``TagEnv.state``).
-- ``record_episode(policy=None, seed=0, steps=None, **params)``: one game's state trajectory.
-- ``animate_episode(episode)``: the frames of a recorded episode.
+- ``animate_episode(episode)``: the frames of a recorded episode (``TagEnv.fetch_episode_states``).
 - ``save_animation(frames, path, fps)``: write frames to ``.gif`` or ``.mp4``.
 - ``render_episode(env_params, policy=None, seed=0, out=None, ...)``: all of the above in one call.
 """
@@ -109,65 +108,8 @@ def _to_numpy(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
-def record_episode(policy: Policy | None = None, seed: int = 0, steps: int | None = None,
-                   **params: Any) -> dict[str, Any]:
-    """Play one game of Tag on the CPU and return its state trajectory as NumPy arrays.
-
-    Args:
-        policy: ``policy(obs, env) -> actions`` (see ``Policy``); None draws uniform random actions
-            from a generator seeded with ``seed``.
-        seed: seeds the start state (and the random policy).
-        steps: stop after this many steps even if the game goes on (None: play to its end).
-        params: TagEnv parameters (SPEC-tag.md names).
-
-    Returns:
-        ``x``, ``y``, ``heading``, ``speed`` [S+1, N] float32, ``active`` [S+1, N] bool, ``t``
-        [S+1] int, ``rewards`` [S, N] float32, ``actions`` [S, N, 2] int64 for S steps played, and
-        ``num_taggers``, ``grid_length``, ``episode_length``.
-    """
-    from gpu_envs.tag import TagEnv
-
-    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 0):
-        raise ValueError(f"steps must be an int >= 0 or None, got {steps!r}")
-    env = TagEnv(num_envs=1, device="cpu", autoreset_mode="disabled", **params)
-    generator = torch.Generator().manual_seed(int(seed))
-    nvec = torch.as_tensor(env.action_nvec, dtype=torch.int64)
-    keys = ("x", "y", "heading", "speed", "active", "t")
-    trajectory: dict[str, list] = {key: [] for key in (*keys, "rewards", "actions")}
-
-    def snapshot() -> None:
-        for key in keys:
-            trajectory[key].append(_to_numpy(env.state[key][0]).copy())
-
-    try:
-        obs, _ = env.reset(seed=seed)
-        snapshot()
-        limit = env.episode_length if steps is None else min(steps, env.episode_length)
-        for _ in range(limit):
-            if policy is None:
-                actions = (torch.rand((1, env.num_agents, 2), generator=generator) * nvec).long()
-            else:
-                actions = policy(obs, env)
-            obs, rewards, terminated, _, _ = env.step(actions)
-            snapshot()
-            trajectory["rewards"].append(_to_numpy(rewards[0]))
-            trajectory["actions"].append(_to_numpy(actions[0]).astype(np.int64))
-            if bool(terminated[0]):
-                break
-    finally:
-        env.close()
-    n = env.num_agents
-    played = len(trajectory["rewards"])
-    episode: dict[str, Any] = {key: np.stack(trajectory[key]) for key in keys}
-    episode["rewards"] = np.stack(trajectory["rewards"]) if played else np.zeros((0, n), np.float32)
-    episode["actions"] = np.stack(trajectory["actions"]) if played else np.zeros((0, n, 2), np.int64)
-    episode.update(num_taggers=env.num_taggers, grid_length=float(env.params.grid_length),
-                   episode_length=env.episode_length)
-    return episode
-
-
 def animate_episode(episode: Mapping[str, Any], *, size: int = 480) -> list[np.ndarray]:
-    """The frames of a recorded episode (``record_episode``'s dict, or any mapping with ``x``,
+    """The frames of a recorded episode (``TagEnv.fetch_episode_states``'s dict, or any mapping with ``x``,
     ``y``, ``active`` [S, N], ``t`` [S], ``num_taggers``, ``grid_length``, ``episode_length``)."""
     missing = {"x", "y", "active", "t", "num_taggers", "grid_length", "episode_length"} - set(episode)
     if missing:
@@ -215,7 +157,13 @@ def render_episode(env_params: Mapping[str, Any] | None = None, policy: Policy |
                    fps: float = 25.0, size: int = 480) -> list[np.ndarray]:
     """Play one episode with ``policy`` (random when None), return its frames, and write them to
     ``out`` (``.gif`` or ``.mp4``) when given. ``env_params`` are TagEnv parameters."""
-    episode = record_episode(policy, seed=seed, steps=steps, **dict(env_params or {}))
+    from gpu_envs.tag import TagEnv
+
+    env = TagEnv(num_envs=1, device="cpu", **dict(env_params or {}))
+    try:
+        episode = env.fetch_episode_states(policy, seed=seed, steps=steps)
+    finally:
+        env.close()
     frames = animate_episode(episode, size=size)
     if out is not None:
         save_animation(frames, out, fps=fps)

@@ -45,7 +45,6 @@ from pettingzoo import ParallelEnv
 from pettingzoo.utils.conversions import parallel_to_aec, parallel_to_aec_wrapper
 
 from gpu_envs.tag import TagEnv
-from gpu_envs.tag_rendering import render_tag_frames
 
 __all__ = ["TagParallelEnv", "env", "parallel_env", "raw_env", "vector_env"]
 
@@ -62,10 +61,8 @@ class TagParallelEnv(ParallelEnv):
         if given:
             raise TypeError(f"parallel_env is one game on the CPU and does not take {given}; "
                             "use gpu_envs.tag_v0.vector_env(num_envs, device, ...) for batches")
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.render_mode = render_mode
-        self._game = TagEnv(num_envs=1, device="cpu", autoreset_mode="disabled", **params)
+        self._game = TagEnv(num_envs=1, device="cpu", autoreset_mode="disabled", render_mode=render_mode, **params)
         self.possible_agents = list(self._game.agent_names)
         self.agents: list[str] = []
         self._index = {name: i for i, name in enumerate(self.possible_agents)}
@@ -141,11 +138,9 @@ class TagParallelEnv(ParallelEnv):
         return torch.cat([columns.reshape(-1), time]).numpy().astype(np.float32)
 
     def render(self) -> np.ndarray | None:
-        if self.render_mode is None:
-            gymnasium.logger.warn("render() called without render_mode; pass render_mode='rgb_array'")
-            return None
-        game = self._game
-        return render_tag_frames(game.state, game.num_taggers, game.params.grid_length, game.episode_length)[0]
+        """An RGB frame (H, W, 3 uint8) of the game when ``render_mode="rgb_array"``."""
+        frames = self._game.render()
+        return None if frames is None else frames[0]
 
     def close(self) -> None:
         self._game.close()

@@ -1,0 +1,393 @@
+"""Tag (continuous arena) step logic for one agent, written once for every target.
+
+The functions here are ``register_jitable``: the CPU driver (njit) and the CUDA kernel each compile
+them for their own target, and the CUDA simulator runs them as Python. Each works on ONE env's
+agents through 1-D arrays of length N (``x, y, heading, speed, acc, active``): rows of the global
+state on the CPU, ``cuda.shared`` copies on the GPU. A step is four phases over the agents, with a
+barrier between phases on the GPU (see SPEC-tag.md for the rules):
+
+1. :func:`move_agent` (acceleration, heading wrap, speed clip, move, walls; returns the base reward),
+2. :func:`observe_agent` (observation from the moved state and the in-game flags before the tags),
+3. :func:`tagger_in_reach` + :func:`tag_runner` for each runner in the game (the driver credits the
+   tagger and counts the runners left, with atomics on the GPU),
+4. :func:`finalize_reward` (tag rewards of taggers, end-of-game bonus of runners).
+
+Every float is float32 as the SPEC says; cos/sin/sqrt are taken in float64 and rounded with
+``cast_like``. Parameters come in two arrays built by :func:`make_consts` (float32 ``fc`` and
+int64 ``ic``) so that one compilation serves every configuration, and no untyped literal can change
+a result between targets.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba.cuda.extending import overload as cuda_overload
+from numba.extending import overload, register_jitable
+
+from gpu_envs.kernels.rng import uniform01
+from gpu_envs.kernels.targets import cast_like
+
+# Layout of the float32 constants ``fc``.
+(GRID_LENGTH, CAP_TAGGER, CAP_RUNNER, MAX_SPEED, EDGE_PENALTY, TAGGER_STEP, RUNNER_STEP,
+ TAG_REWARD, TAG_PENALTY, END_REWARD, TAG_MARGIN, POS_NORM, SPEED_NORM, TWO_PI) = range(14)
+NUM_FLOAT_CONSTS = 14
+
+# Layout of the int64 constants ``ic``.
+(NUM_TAGGERS, NUM_AGENTS, EPISODE_LENGTH, NUM_OBSERVED, FULL_OBS, RUNNER_EXITS,
+ OBSERVE_SELF) = range(7)
+NUM_INT_CONSTS = 7
+
+#: Features per observed agent (the seven blocks) and per own-state block (observe_self).
+OTHER_FEATURES = 7
+SELF_FEATURES = 5
+#: Draws per agent at a reset: x, y, heading (RNG indices 3a, 3a+1, 3a+2).
+DRAWS_PER_AGENT = 3
+
+TWO_PI_32 = np.float32(2.0 * math.pi)
+_HALF_PI = np.float64(0.5 * math.pi)
+_TWO_POW_24 = np.float64(16777216.0)
+_TWO_POW_MINUS_24 = np.float64(1.0 / 16777216.0)
+_ZERO = np.float32(0.0)
+_ONE = np.float32(1.0)
+_INF = np.float32(np.inf)
+
+
+# --------------------------------------------------------------------------------- host set-up
+def action_levels(low: float, high: float, levels: int) -> np.ndarray:
+    """The action table ``[0.0, level_0, ..., level_{levels-1}]`` (float32), index 0 = no change.
+
+    The levels are ``np.linspace(float32(low), float32(high), levels)`` as NumPy 2 computes it:
+    ``step = float32(hi - lo) / (levels - 1)`` and ``level[m] = float32(m) * step + lo``, all in
+    float32, with the last level exactly ``hi`` (one level: ``lo``).
+    """
+    lo, hi = np.float32(low), np.float32(high)
+    table = np.zeros(levels + 1, dtype=np.float32)
+    if levels == 1:
+        table[1] = lo
+    elif levels > 1:
+        step = np.float32(hi - lo) / np.float32(levels - 1)
+        for m in range(levels):
+            table[1 + m] = np.float32(np.float32(m) * step) + lo
+        table[levels] = hi
+    return table
+
+
+def observation_size(num_agents: int, use_full_observation: bool, num_other_agents_observed: int,
+                     observe_self: bool) -> int:
+    """Length of one agent's observation: 7 blocks over the others, t/T, and the own-state block."""
+    columns = num_agents - 1 if use_full_observation else num_other_agents_observed
+    return OTHER_FEATURES * columns + 1 + (SELF_FEATURES if observe_self else 0)
+
+
+def make_consts(params) -> tuple[np.ndarray, np.ndarray]:
+    """``(fc, ic)``: the float32 and int64 constants of a :class:`gpu_envs.tag.TagParams`."""
+    fc = np.zeros(NUM_FLOAT_CONSTS, dtype=np.float32)
+    length = np.float32(params.grid_length)
+    fc[GRID_LENGTH] = length
+    fc[CAP_TAGGER] = np.float32(params.max_speed * params.skill_level_tagger)
+    fc[CAP_RUNNER] = np.float32(params.max_speed * params.skill_level_runner)
+    fc[MAX_SPEED] = np.float32(params.max_speed)
+    fc[EDGE_PENALTY] = params.edge_hit_penalty
+    fc[TAGGER_STEP] = params.step_penalty_for_tagger
+    fc[RUNNER_STEP] = params.step_reward_for_runner
+    fc[TAG_REWARD] = params.tag_reward_for_tagger
+    fc[TAG_PENALTY] = params.tag_penalty_for_runner
+    fc[END_REWARD] = params.end_of_game_reward_for_runner
+    fc[TAG_MARGIN] = np.float32(params.tagging_distance) * length
+    fc[POS_NORM] = np.float32(math.sqrt(2.0) * params.grid_length)
+    fc[SPEED_NORM] = np.float32(params.max_speed + 1e-10)
+    fc[TWO_PI] = TWO_PI_32
+    ic = np.zeros(NUM_INT_CONSTS, dtype=np.int64)
+    ic[NUM_TAGGERS] = params.num_taggers
+    ic[NUM_AGENTS] = params.num_taggers + params.num_runners
+    ic[EPISODE_LENGTH] = params.episode_length
+    ic[NUM_OBSERVED] = params.num_other_agents_observed
+    ic[FULL_OBS] = params.use_full_observation
+    ic[RUNNER_EXITS] = params.runner_exits_game_after_tagged
+    ic[OBSERVE_SELF] = params.observe_self
+    return fc, ic
+
+
+# --------------------------------------------------------------------------------- start state
+@register_jitable
+def uniform_below(seed, episode, index, upper):
+    """A float32 uniform in [0, upper): 24 random bits times ``upper`` (never rounds up to it)."""
+    u = uniform01(seed, episode, index)
+    u24 = cast_like(np.float64(math.floor(u * _TWO_POW_24)) * _TWO_POW_MINUS_24, upper)
+    return u24 * upper
+
+
+@register_jitable
+def reset_agent(a, seed, episode, x, y, heading, speed, acc, active, start, start_given, fc):
+    """Agent ``a``'s start state: drawn from (seed, episode), or ``start[:, a]`` where given.
+
+    Draws: x, y uniform in [0, L), heading from {0, pi/2, pi, 3pi/2}; speed and acceleration 0,
+    in the game. ``start_given[q]`` says whether ``start[q]`` (q = x, y, heading) replaces the draw.
+    """
+    base = np.uint64(DRAWS_PER_AGENT * a)
+    if start_given[0]:
+        x[a] = start[0, a]
+    else:
+        x[a] = uniform_below(seed, episode, base, fc[GRID_LENGTH])
+    if start_given[1]:
+        y[a] = start[1, a]
+    else:
+        y[a] = uniform_below(seed, episode, base + np.uint64(1), fc[GRID_LENGTH])
+    if start_given[2]:
+        heading[a] = start[2, a]
+    else:
+        quarter = math.floor(uniform01(seed, episode, base + np.uint64(2)) * np.float64(4.0))
+        heading[a] = cast_like(np.float64(quarter) * _HALF_PI, fc[TWO_PI])
+    speed[a] = _ZERO
+    acc[a] = _ZERO
+    active[a] = True
+
+
+# --------------------------------------------------------------------------------- phase 1: move
+def fmod64(value, modulus):
+    """``math.fmod`` of two float64 (exact on every target): njit lacks ``math.fmod``, so the CPU
+    overload uses ``np.fmod``; CUDA and the simulator use ``math.fmod``."""
+    return math.fmod(value, modulus)
+
+
+def _fmod64_cpu(value, modulus):
+    return lambda value, modulus: np.fmod(value, modulus)
+
+
+def _fmod64_cuda(value, modulus):
+    return lambda value, modulus: math.fmod(value, modulus)
+
+
+overload(fmod64, target="cpu", inline="always")(_fmod64_cpu)
+cuda_overload(fmod64, target="cuda", inline="always")(_fmod64_cuda)
+
+
+@register_jitable
+def wrap_heading(value, two_pi):
+    """``value mod 2pi`` in float32 with NumPy's ``%`` semantics; result in [0, float32(2pi)]."""
+    r = cast_like(fmod64(np.float64(value), np.float64(two_pi)), two_pi)
+    if r < _ZERO:
+        r = r + two_pi
+    elif r == _ZERO:
+        r = _ZERO  # NumPy returns +0.0 for an exact multiple (fmod may give -0.0)
+    return r
+
+
+@register_jitable
+def move_agent(a, x, y, heading, speed, acc, active, acc_index, turn_index, acc_table, turn_table,
+               fc, ic):
+    """Phase 1 for agent ``a``: returns ``(base_reward, bad_index)``.
+
+    ``base_reward`` is the edge penalty (if it hit a wall) plus its step term, 0 out of the game.
+    ``bad_index`` is True when an action index is outside its table: the index then acts as 0
+    (no change) so that nothing is read out of bounds; the env reports it (never silently).
+    """
+    bad_index = False
+    if acc_index < 0 or acc_index >= acc_table.shape[0]:
+        bad_index = True
+        acc_index = 0
+    if turn_index < 0 or turn_index >= turn_table.shape[0]:
+        bad_index = True
+        turn_index = 0
+    if not active[a]:
+        heading[a] = _ZERO
+        speed[a] = _ZERO
+        acc[a] = _ZERO
+        return _ZERO, bad_index
+    is_tagger = a < ic[NUM_TAGGERS]
+    cap = fc[CAP_TAGGER] if is_tagger else fc[CAP_RUNNER]
+    new_acc = acc[a] + acc_table[acc_index]
+    new_heading = wrap_heading(heading[a] + turn_table[turn_index], fc[TWO_PI])
+    new_speed = speed[a] + new_acc
+    if new_speed < _ZERO:
+        new_speed = _ZERO
+    if new_speed > cap:
+        new_speed = cap
+    if new_speed <= _ZERO or new_speed >= cap:
+        new_acc = _ZERO
+    cos_h = cast_like(math.cos(np.float64(new_heading)), new_speed)
+    sin_h = cast_like(math.sin(np.float64(new_heading)), new_speed)
+    new_x = x[a] + new_speed * cos_h
+    new_y = y[a] + new_speed * sin_h
+    length = fc[GRID_LENGTH]
+    hit_edge = new_x < _ZERO or new_x > length or new_y < _ZERO or new_y > length
+    if hit_edge:
+        new_x = min(max(new_x, _ZERO), length)
+        new_y = min(max(new_y, _ZERO), length)
+    x[a] = new_x
+    y[a] = new_y
+    heading[a] = new_heading
+    speed[a] = new_speed
+    acc[a] = new_acc
+    step_term = fc[TAGGER_STEP] if is_tagger else fc[RUNNER_STEP]
+    if hit_edge:
+        return fc[EDGE_PENALTY] + step_term, bad_index
+    return step_term, bad_index
+
+
+# --------------------------------------------------------------------------------- phase 2: observe
+@register_jitable
+def distance32(dx, dy):
+    """Euclidean distance in float32: ``dx*dx + dy*dy`` in float32, sqrt in float64, rounded."""
+    return cast_like(math.sqrt(np.float64(dx * dx + dy * dy)), dx)
+
+
+@register_jitable
+def nearest_in_game(i, x, y, active, num_agents, k, knn_idx, knn_dist, knn_d2):
+    """The up-to-``k`` nearest other in-game agents of ``i``, nearest first, ties to the lower id.
+
+    A bounded insertion buffer (``knn_*``, length >= k), O(N k) in the worst case and O(N) when
+    few candidates qualify: a candidate whose squared distance is not below the k-th's cannot
+    enter (sqrt and rounding are monotonic), the others are compared on the float32 distance.
+    Candidates come in ascending id order and enter only before strictly farther entries, so equal
+    distances keep the lower id first. Returns how many were found.
+    """
+    count = 0
+    worst_d2 = _INF
+    xi = x[i]
+    yi = y[i]
+    for j in range(num_agents):
+        if j == i or not active[j]:
+            continue
+        dx = x[j] - xi
+        dy = y[j] - yi
+        d2 = dx * dx + dy * dy
+        if d2 >= worst_d2:
+            continue
+        d = cast_like(math.sqrt(np.float64(d2)), d2)
+        if count < k:
+            pos = count
+            count += 1
+        elif d < knn_dist[k - 1]:
+            pos = k - 1
+        else:
+            continue
+        while pos > 0 and knn_dist[pos - 1] > d:
+            knn_idx[pos] = knn_idx[pos - 1]
+            knn_dist[pos] = knn_dist[pos - 1]
+            knn_d2[pos] = knn_d2[pos - 1]
+            pos -= 1
+        knn_idx[pos] = j
+        knn_dist[pos] = d
+        knn_d2[pos] = d2
+        if count == k:
+            worst_d2 = knn_d2[k - 1]
+    return count
+
+
+@register_jitable
+def _write_relative(obs_row, columns, c, i, j, x, y, heading, speed, acc, fc):
+    """Blocks 0-4 of column ``c``: agent ``j`` relative to agent ``i``, normalised."""
+    obs_row[c] = (x[j] - x[i]) / fc[POS_NORM]
+    obs_row[columns + c] = (y[j] - y[i]) / fc[POS_NORM]
+    obs_row[2 * columns + c] = (speed[j] - speed[i]) / fc[SPEED_NORM]
+    obs_row[3 * columns + c] = (acc[j] - acc[i]) / fc[SPEED_NORM]
+    obs_row[4 * columns + c] = (heading[j] - heading[i]) / fc[TWO_PI]
+
+
+@register_jitable
+def _zero_relative(obs_row, columns, c):
+    for block in range(5):
+        obs_row[block * columns + c] = _ZERO
+
+
+@register_jitable
+def observe_agent(i, x, y, heading, speed, acc, active, t, obs_row, knn_idx, knn_dist, knn_d2,
+                  fc, ic):
+    """Phase 2: write agent ``i``'s observation at time ``t`` into ``obs_row`` (see SPEC-tag.md).
+
+    Layout: seven blocks of one value per observed column (block b of column c at
+    ``b * columns + c``), then ``t/T``, then the own-state block when observe_self. ``active``
+    holds the flags before this step's tags.
+    """
+    num_agents = ic[NUM_AGENTS]
+    num_taggers = ic[NUM_TAGGERS]
+    full = ic[FULL_OBS] != 0
+    columns = num_agents - 1 if full else ic[NUM_OBSERVED]
+    in_game = active[i]
+    if full:
+        for j in range(num_agents):
+            if j == i:
+                continue
+            c = j if j < i else j - 1
+            if in_game:
+                _write_relative(obs_row, columns, c, i, j, x, y, heading, speed, acc, fc)
+            else:
+                _zero_relative(obs_row, columns, c)
+            obs_row[5 * columns + c] = _ONE if j < num_taggers else _ZERO
+            obs_row[6 * columns + c] = _ONE if active[j] else _ZERO
+    else:
+        found = 0
+        if in_game:
+            found = nearest_in_game(i, x, y, active, num_agents, columns, knn_idx, knn_dist, knn_d2)
+        for c in range(found):
+            j = knn_idx[c]
+            _write_relative(obs_row, columns, c, i, j, x, y, heading, speed, acc, fc)
+            obs_row[5 * columns + c] = _ONE if j < num_taggers else _ZERO
+            obs_row[6 * columns + c] = _ONE
+        for c in range(found, columns):
+            for block in range(OTHER_FEATURES):
+                obs_row[block * columns + c] = _ZERO
+    time_slot = OTHER_FEATURES * columns
+    if in_game:
+        obs_row[time_slot] = np.float32(t) / np.float32(ic[EPISODE_LENGTH])
+    else:
+        obs_row[time_slot] = _ZERO
+    if ic[OBSERVE_SELF] != 0:
+        own_type = _ONE if i < num_taggers else _ZERO
+        if in_game:
+            obs_row[time_slot + 1] = x[i] / fc[GRID_LENGTH]
+            obs_row[time_slot + 2] = y[i] / fc[GRID_LENGTH]
+            obs_row[time_slot + 3] = speed[i] / fc[MAX_SPEED]
+            obs_row[time_slot + 4] = heading[i] / fc[TWO_PI]
+            obs_row[time_slot + 5] = own_type
+        else:
+            for s in range(1, SELF_FEATURES):
+                obs_row[time_slot + s] = _ZERO
+            # Full mode keeps the type entries of an agent out of the game; partial zeroes all.
+            obs_row[time_slot + 5] = own_type if full else _ZERO
+
+
+# --------------------------------------------------------------------------------- phase 3: tags
+@register_jitable
+def tagger_in_reach(r, x, y, fc, ic):
+    """The tagger that tags runner ``r`` this step, or -1.
+
+    Its nearest tagger (float32 distance, ties to the lower id), if strictly nearer than the
+    margin ``float32(tagging_distance) * float32(L)``.
+    """
+    best = -1
+    best_d = _INF
+    for k in range(ic[NUM_TAGGERS]):
+        d = distance32(x[k] - x[r], y[k] - y[r])
+        if d < best_d:
+            best_d = d
+            best = k
+    if best_d < fc[TAG_MARGIN]:
+        return best
+    return -1
+
+
+@register_jitable
+def tag_runner(r, speed, acc, active, rewards, tag_count, fc, ic):
+    """Runner ``r`` was tagged: its penalty, its tag mark, and its exit (frozen, speed 0)."""
+    rewards[r] = rewards[r] + fc[TAG_PENALTY]
+    tag_count[r] = 1
+    if ic[RUNNER_EXITS] != 0:
+        active[r] = False
+        speed[r] = _ZERO
+        acc[r] = _ZERO
+
+
+# --------------------------------------------------------------------------------- phase 4: finish
+@register_jitable
+def finalize_reward(a, rewards, tag_count, active, at_end, fc, ic):
+    """Phase 4: a tagger adds ``count * tag_reward``; a runner still in at t == T its bonus."""
+    if a < ic[NUM_TAGGERS]:
+        count = tag_count[a]
+        if count > 0:
+            rewards[a] = rewards[a] + np.float32(count) * fc[TAG_REWARD]
+    elif at_end and active[a]:
+        rewards[a] = rewards[a] + fc[END_REWARD]

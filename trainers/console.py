@@ -1,0 +1,99 @@
+"""Console output in the original framework's format: a block per policy, a speed block, a progress bar.
+
+``policy_block`` and ``speed_block`` return the ``name : value`` lines (40-character names) that
+the original printed every ``metrics_log_freq`` iterations; the same dicts go to results.json.
+"""
+
+from __future__ import annotations
+
+import sys
+
+RULE = "=" * 40
+
+
+def policy_block(tag: str, cfg, last: dict[str, float], episodes: dict[str, float], heads: int,
+                 num_agents: int, env_step: int) -> dict[str, float]:
+    """The per-policy metrics of the latest iteration, by the original's names."""
+    values = {
+        "VF loss coefficient": cfg.vf_loss_coeff,
+        "Entropy coefficient": cfg.entropy_coeff,
+        "Total loss": last["total_loss"],
+        "Policy loss": last["policy_loss"],
+        "Value function loss": last["value_loss"],
+        "Mean rewards": last["reward_mean"],
+        "Max. rewards": last["reward_max"],
+        "Min. rewards": last["reward_min"],
+        "Mean value function": last["value_mean"],
+        "Mean advantages": last["advantage_mean"],
+        "Mean (norm.) advantages": last["norm_advantage_mean"],
+        "Mean (discounted) returns": last["return_mean"],
+        "Mean entropy": last["entropy"],
+        "Variance explained by the value function": last["explained_variance"],
+    }
+    for h in range(heads):
+        for axis in ("agents", "envs", "time"):
+            values[f"Std. of action_{h} over {axis}"] = last[f"action_{h}_std_{axis}"]
+    values.update({
+        "Current timestep": float(env_step),
+        "Gradient norm": last["grad_norm"],
+        "Learning rate": last["cur_lr"],
+        "Approx. KL": last["approx_kl"],
+        "Clip fraction": last["clip_fraction"],
+        "Mean episodic reward": episodes["reward_mean"],
+        "Mean episodic reward per agent": episodes["reward_mean"] / num_agents,
+    })
+    return values
+
+
+def speed_block(iteration: int, num_iterations: int, iterations: int, phase_ms: dict[str, float],
+                total_ms: float, env_steps: int, agent_steps: int) -> dict:
+    """Mean ms per iteration of each phase and env-/agent-steps per second over the last
+    ``iterations`` iterations (``env_steps``/``agent_steps`` taken in them, ``total_ms`` spent)."""
+    seconds = total_ms / 1000.0
+    return {
+        "Iteration": f"{iteration} / {num_iterations}",
+        "Mean policy eval time per iter (ms)": phase_ms["policy_eval"] / max(iterations, 1),
+        "Mean action sample time per iter (ms)": phase_ms["action_sampling"] / max(iterations, 1),
+        "Mean env. step time per iter (ms)": phase_ms["env_step"] / max(iterations, 1),
+        "Mean training time per iter (ms)": phase_ms["training"] / max(iterations, 1),
+        "Mean total time per iter (ms)": total_ms / max(iterations, 1),
+        "Mean env-steps per sec (total)": env_steps / seconds if seconds else float("nan"),
+        "Mean agent-steps per sec (total)": agent_steps / seconds if seconds else float("nan"),
+    }
+
+
+def format_block(title: str, values: dict) -> str:
+    """``title`` between rules, then ``name : value`` lines as the original printed them."""
+    lines = [RULE, title, RULE]
+    for name, value in values.items():
+        text = f"{value:10.5f}" if isinstance(value, float) else f"{value:>10}"
+        lines.append(f"{name:40}: {text}")
+    return "\n".join(lines)
+
+
+class Progress:
+    """A rich progress bar over the iterations when stdout is a terminal; printing goes through it."""
+
+    def __init__(self, total: int, completed: int, enabled: bool):
+        self._progress = None
+        if enabled and sys.stdout.isatty():
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TimeRemainingColumn
+
+            self._progress = RichProgress("[progress.description]{task.description}", BarColumn(),
+                                          MofNCompleteColumn(), TimeRemainingColumn())
+            self._task = self._progress.add_task("training", total=total, completed=completed)
+            self._progress.start()
+
+    def advance(self) -> None:
+        if self._progress is not None:
+            self._progress.advance(self._task)
+
+    def print(self, text: str) -> None:
+        if self._progress is not None:
+            self._progress.console.print(text, markup=False, highlight=False)
+        else:
+            print(text, flush=True)
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()

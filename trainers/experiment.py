@@ -1,0 +1,138 @@
+"""The experiment folder LightZero users know, written by rank 0 only.
+
+```
+<basedir>/<name>/<tag>/
+    ckpt/ckpt_best.pth.tar, ckpt/iteration_<N>.pth.tar
+    log/collector/collector_logger.txt
+    log/evaluator/evaluator_logger.txt
+    log/learner/learner_logger.txt        (model architecture first, then per-window tables)
+    log/serial/events.out.tfevents.*      (one TensorBoard stream: <group>_iter/* and <group>_step/*)
+    total_config.yaml                     (the resolved run config)
+    results.json                          (one JSON object per log point, as the original wrote)
+    videos/                               (--capture-video)
+```
+Every other rank gets a ``NullExperiment`` with the same methods doing nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime
+from pathlib import Path
+
+from gpu_envs.trainers.config import RunConfig, dump_yaml
+
+
+def experiment_root(config: RunConfig) -> Path:
+    """``<basedir>/<name>/<tag>`` of the run config's saving section."""
+    saving = config.saving
+    return Path(saving.basedir) / saving.name / saving.tag
+
+
+def fresh_root(root: Path) -> Path:
+    """``root``, or ``root`` + ``_<yymmdd_HHMMSS>`` when it already holds a run (as DI-engine does)."""
+    if not root.exists() or not any(root.iterdir()):
+        return root
+    return root.with_name(f"{root.name}_{datetime.now().strftime('%y%m%d_%H%M%S')}")
+
+
+class TextLog:
+    """An append-only text logger: ``[MM-DD HH:MM:SS] INFO     message`` lines."""
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(path, "a", encoding="utf8")
+
+    def info(self, message: str) -> None:
+        self._file.write(f"[{datetime.now().strftime('%m-%d %H:%M:%S')}] INFO     {message}\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return "nan" if math.isnan(value) else f"{value:.6f}"
+    return str(value)
+
+
+def grid_table(values: dict, columns_per_table: int = 6) -> str:
+    """LightZero's horizontal grid table ``| Name | a | b |`` / ``| Value | ... |``, in chunks."""
+    items = list(values.items())
+    blocks = []
+    for start in range(0, len(items), columns_per_table):
+        chunk = items[start:start + columns_per_table]
+        cells = [(k, _fmt(v)) for k, v in chunk]
+        widths = [max(len(k), len(v)) for k, v in cells]
+        head = "| Name  | " + " | ".join(k.ljust(w) for (k, _), w in zip(cells, widths)) + " |"
+        rule = "|-------|-" + "-|-".join("-" * w for w in widths) + "-|"
+        row = "| Value | " + " | ".join(v.ljust(w) for (_, v), w in zip(cells, widths)) + " |"
+        blocks.append("\n".join((head, rule, row)))
+    return "\n".join(blocks)
+
+
+class Experiment:
+    """Creates the folder and owns the text loggers, the TensorBoard writer and results.json."""
+
+    def __init__(self, root: Path, config: RunConfig):
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.root = root
+        self.ckpt_dir = root / "ckpt"
+        self.ckpt_dir.mkdir(parents=True, exist_ok=True)
+        self.collector = TextLog(root / "log" / "collector" / "collector_logger.txt")
+        self.evaluator = TextLog(root / "log" / "evaluator" / "evaluator_logger.txt")
+        self.learner = TextLog(root / "log" / "learner" / "learner_logger.txt")
+        self.writer = SummaryWriter(log_dir=str(root / "log" / "serial"))
+        dump_yaml(config, root / "total_config.yaml")
+        self.video_dir = root / "videos"
+
+    def log_models(self, models: dict) -> None:
+        for tag, module in models.items():
+            self.learner.info(f"[RANK0]: Policy '{tag}' network\n{module}")
+
+    def scalars(self, group: str, iteration: int, env_step: int, values: dict[str, float]) -> None:
+        """Each value against the train iteration (``<group>_iter/``) and the env step (``<group>_step/``)."""
+        for name, value in values.items():
+            if value is None or (isinstance(value, float) and math.isnan(value)):
+                continue
+            self.writer.add_scalar(f"{group}_iter/{name}", value, iteration)
+            self.writer.add_scalar(f"{group}_step/{name}", value, env_step)
+
+    def learner_table(self, iteration: int, tag: str, values: dict[str, float]) -> None:
+        self.learner.info(f"=== Training Iteration {iteration} Result (policy '{tag}') ===\n{grid_table(values)}")
+
+    def collector_table(self, iteration: int, tag: str, values: dict[str, float]) -> None:
+        lines = "\n".join(f"{k}: {_fmt(v)}" for k, v in values.items())
+        self.collector.info(f"[RANK0]: collect end (iteration {iteration}, policy '{tag}'):\n{lines}")
+
+    def evaluator_table(self, iteration: int, tag: str, values: dict) -> None:
+        self.evaluator.info(f"[EVALUATOR] evaluation at iteration {iteration} (policy '{tag}'):\n"
+                            f"{grid_table(values)}")
+
+    def results(self, record: dict) -> None:
+        with open(self.root / "results.json", "a", encoding="utf8") as handle:
+            json.dump(record, handle)
+            handle.write("\n")
+
+    def flush(self) -> None:
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+        for log in (self.collector, self.evaluator, self.learner):
+            log.close()
+
+
+class NullExperiment:
+    """What ranks other than 0 hold: every writing method does nothing."""
+
+    root = None
+    ckpt_dir = None
+    video_dir = None
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+

@@ -1,0 +1,159 @@
+"""Rollout collection on the device: preallocated buffers per policy and the step loop.
+
+Nothing in ``Collector.collect`` reads a value back to the host: observations, actions, values,
+log-probabilities (stored at rollout time, so PPO's first ratio is exactly 1), rewards and flags
+stay in device tensors. Episode statistics are reduced once per rollout, after the step loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from gpu_envs.trainers.policy import log_prob_entropy
+from gpu_envs.trainers.timing import PhaseTimer
+
+
+@dataclass
+class PolicyGroup:
+    """A policy at run time: its config, network (possibly Fabric-wrapped), optimiser, agents."""
+
+    tag: str
+    config: object  # PolicyConfig
+    model: torch.nn.Module  # what to call (Fabric/DDP wrapper when trained)
+    module: torch.nn.Module  # the plain network (state_dict, parameters)
+    optimizer: object | None
+    agents: slice | torch.Tensor  # index into the agent axis
+    num_agents: int
+
+
+@dataclass
+class RolloutBuffer:
+    """One policy's rollout: [T, E, n, ...] tensors; ``next_value`` [E, n] bootstraps the last step.
+
+    ``valid`` is 1 where the transition counts (the agent was in the game before the step and the
+    step is not an env's reset step), ``terminated``/``done`` are per agent (an env's end is
+    broadcast to its agents; a runner leaving the game is terminated at that step).
+    """
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    log_probs: torch.Tensor
+    values: torch.Tensor
+    rewards: torch.Tensor
+    valid: torch.Tensor
+    terminated: torch.Tensor
+    done: torch.Tensor
+    next_value: torch.Tensor
+
+    @classmethod
+    def allocate(cls, steps: int, envs: int, agents: int, obs_dim: int, heads: int,
+                 device: torch.device) -> "RolloutBuffer":
+        def zeros(*shape, dtype=torch.float32):
+            return torch.zeros(shape, dtype=dtype, device=device)
+
+        return cls(obs=zeros(steps, envs, agents, obs_dim), actions=zeros(steps, envs, agents, heads, dtype=torch.int64),
+                   log_probs=zeros(steps, envs, agents), values=zeros(steps, envs, agents),
+                   rewards=zeros(steps, envs, agents), valid=zeros(steps, envs, agents),
+                   terminated=zeros(steps, envs, agents), done=zeros(steps, envs, agents),
+                   next_value=zeros(envs, agents))
+
+
+class Collector:
+    """Steps ``game`` for ``num_steps`` per rollout with every policy acting for its agents.
+
+    The observation, the previous step's done flags and the running episode sums carry over from
+    one rollout to the next.
+    """
+
+    def __init__(self, game, groups: list[PolicyGroup], num_steps: int, sampler, timer: PhaseTimer):
+        self.game, self.groups, self.num_steps = game, groups, num_steps
+        self.sampler, self.timer = sampler, timer
+        device = game.active.device
+        envs, agents = game.num_envs, game.num_agents
+        heads = len(game.action_nvec)
+        self.buffers = {g.tag: RolloutBuffer.allocate(num_steps, envs, g.num_agents, game.obs_dim, heads, device)
+                        for g in groups}
+        self.actions = torch.zeros((envs, agents, heads), dtype=torch.int64, device=device)
+        self.env_reset = torch.zeros((num_steps, envs), dtype=torch.bool, device=device)
+        self.env_done = torch.zeros((num_steps, envs), dtype=torch.bool, device=device)
+        self.rewards = torch.zeros((num_steps, envs, agents), dtype=torch.float32, device=device)
+        self.obs: torch.Tensor | None = None
+        self.prev_done = torch.zeros(envs, dtype=torch.bool, device=device)
+        self.episode_returns = torch.zeros((envs, agents), dtype=torch.float64, device=device)
+        self.episode_lengths = torch.zeros(envs, dtype=torch.float64, device=device)
+        self.return_snapshots = torch.zeros((num_steps, envs, agents), dtype=torch.float64, device=device)
+        self.length_snapshots = torch.zeros((num_steps, envs), dtype=torch.float64, device=device)
+
+    def reset(self, seed: int | None) -> None:
+        """Reset every env (``seed``: env i gets seed + i) and the running episode sums."""
+        self.obs = self.game.reset(seed)
+        self.prev_done.zero_()
+        self.episode_returns.zero_()
+        self.episode_lengths.zero_()
+
+    @torch.no_grad()
+    def collect(self) -> dict[str, RolloutBuffer]:
+        """One rollout of ``num_steps`` steps; returns the filled buffers (reused next call)."""
+        nvec = self.game.action_nvec
+        timer = self.timer
+        for t in range(self.num_steps):
+            active = self.game.active.clone()
+            self.env_reset[t] = self.prev_done
+            for group in self.groups:
+                buf = self.buffers[group.tag]
+                obs = self.obs[:, group.agents]
+                buf.obs[t] = obs
+                buf.valid[t] = active[:, group.agents] & ~self.prev_done[:, None]
+                with timer.phase("policy_eval"):
+                    logits, value = group.model(obs.reshape(-1, self.game.obs_dim))
+                with timer.phase("action_sampling"):
+                    action = self.sampler(logits, nvec)
+                    log_prob, _ = log_prob_entropy(logits, action, nvec)
+                shape = obs.shape[:2]
+                buf.values[t] = value.view(shape)
+                buf.log_probs[t] = log_prob.view(shape)
+                buf.actions[t] = action.view(*shape, -1)
+                self.actions[:, group.agents] = buf.actions[t]
+            with timer.phase("env_step"):
+                self.obs, rewards, terminated, truncated, active_after = self.game.step(self.actions)
+            left_game = active & ~active_after
+            for group in self.groups:
+                buf = self.buffers[group.tag]
+                buf.rewards[t] = rewards[:, group.agents]
+                buf.terminated[t] = terminated[:, None] | left_game[:, group.agents]
+                buf.done[t] = (terminated | truncated)[:, None] | left_game[:, group.agents]
+            self.prev_done = terminated | truncated
+            self.rewards[t] = rewards
+            self.env_done[t] = self.prev_done
+        with timer.phase("policy_eval"):
+            for group in self.groups:
+                _, value = group.model(self.obs[:, group.agents].reshape(-1, self.game.obs_dim))
+                self.buffers[group.tag].next_value.copy_(value.view(self.obs.shape[0], -1))
+        self._track_episodes()
+        return self.buffers
+
+    def _track_episodes(self) -> None:
+        """Running episode return per agent and length per env, snapshotted at every step."""
+        for t in range(self.num_steps):
+            keep = (~self.env_reset[t]).to(torch.float64)
+            self.episode_returns.mul_(keep[:, None]).add_(self.rewards[t])
+            self.episode_lengths.mul_(keep).add_(keep)
+            self.return_snapshots[t] = self.episode_returns
+            self.length_snapshots[t] = self.episode_lengths
+
+    def episode_stats(self, group: PolicyGroup) -> dict[str, torch.Tensor]:
+        """Sums over the episodes that ended in the last rollout, for ``group``'s agents (device)."""
+        done = self.env_done.to(torch.float64)
+        team = self.return_snapshots[:, :, group.agents].sum(-1)
+        ended = self.env_done
+        inf = torch.tensor(float("inf"), dtype=torch.float64, device=done.device)
+        return {
+            "episode_count": done.sum(),
+            "return_sum": (team * done).sum(),
+            "return_sumsq": (team ** 2 * done).sum(),
+            "return_max": torch.where(ended, team, -inf).max(),
+            "return_min": torch.where(ended, team, inf).min(),
+            "length_sum": (self.length_snapshots * done).sum(),
+        }
