@@ -7,6 +7,7 @@ Arguments are device arrays (``numba.cuda`` arrays or anything with ``__cuda_arr
 from numba import cuda
 
 from gpu_envs.kernels import cartpole_logic as logic
+from gpu_envs.kernels import cuda_targets  # noqa: F401  (registers the CUDA primitives)
 
 THREADS_PER_BLOCK = 256
 

@@ -1,13 +1,12 @@
 """Primitives whose implementation differs per target (CPU njit, CUDA, CUDA simulator).
 
 Each primitive is a plain Python function (the semantics the CUDA simulator runs) plus an
-``overload`` for the CPU target and one for the CUDA target, so the step logic can call it from a
-``register_jitable`` function and compile for either target.
+``overload`` for the CPU target here; the CUDA overloads live in ``cuda_targets`` so that the CPU
+path never imports numba-cuda. The step logic calls them from ``register_jitable`` functions.
 """
 
 import numpy as np
-from numba import cuda, types
-from numba.cuda.extending import overload as cuda_overload
+from numba import types
 from numba.extending import overload
 
 
@@ -20,14 +19,11 @@ def cast_like(value, like):
     return type(like)(value)
 
 
-def _cast_like_impl(value, like):
+def cast_like_typing(value, like):
+    """Overload body of :func:`cast_like`, shared by the CPU and CUDA targets."""
     if isinstance(like, types.Float) and like.bitwidth == 32:
         return lambda value, like: np.float32(value)
     return lambda value, like: np.float64(value)
-
-
-overload(cast_like, target="cpu", inline="always")(_cast_like_impl)
-cuda_overload(cast_like, target="cuda", inline="always")(_cast_like_impl)
 
 
 def atomic_add(array, index, value):
@@ -47,12 +43,5 @@ def _atomic_add_cpu(array, index, value):
     return impl
 
 
-def _atomic_add_cuda(array, index, value):
-    def impl(array, index, value):
-        return cuda.atomic.add(array, index, value)
-
-    return impl
-
-
+overload(cast_like, target="cpu", inline="always")(cast_like_typing)
 overload(atomic_add, target="cpu", inline="always")(_atomic_add_cpu)
-cuda_overload(atomic_add, target="cuda", inline="always")(_atomic_add_cuda)
