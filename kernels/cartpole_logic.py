@@ -56,7 +56,7 @@ def reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds, o
     needs_reset[i] = False
 
 
-@register_jitable
+@register_jitable(inline="always")
 def advance_physics(i, state, action, consts):
     """One Euler step of env ``i``; returns True when the new state is terminal."""
     x = state[i, 0]
@@ -92,7 +92,7 @@ def advance_physics(i, state, action, consts):
     )
 
 
-@register_jitable
+@register_jitable(inline="always")
 def step_env(
     i, state, elapsed, needs_reset, episode, env_seed, actions, consts, reset_bounds,
     max_episode_steps, sutton_barto_reward, autoreset_mode,
@@ -104,23 +104,23 @@ def step_env(
         rewards[i] = 0.0
         terminated[i] = False
         truncated[i] = False
-        return
-    is_terminal = advance_physics(i, state, actions[i], consts)
-    elapsed[i] += 1
-    is_truncated = max_episode_steps > 0 and elapsed[i] >= max_episode_steps
-    if sutton_barto_reward:
-        rewards[i] = -1.0 if is_terminal else 0.0
     else:
-        rewards[i] = 1.0
-    terminated[i] = is_terminal
-    truncated[i] = is_truncated
-    for k in range(4):
-        obs[i, k] = state[i, k]
-    done = is_terminal or is_truncated
-    needs_reset[i] = done
-    if autoreset_mode == SAME_STEP:
-        has_final_obs[i] = done
-        if done:
-            for k in range(4):
-                final_obs[i, k] = obs[i, k]
-            reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds, obs)
+        is_terminal = advance_physics(i, state, actions[i], consts)
+        elapsed[i] += 1
+        is_truncated = max_episode_steps > 0 and elapsed[i] >= max_episode_steps
+        if sutton_barto_reward:
+            rewards[i] = -1.0 if is_terminal else 0.0
+        else:
+            rewards[i] = 1.0
+        terminated[i] = is_terminal
+        truncated[i] = is_truncated
+        for k in range(4):
+            obs[i, k] = state[i, k]
+        done = is_terminal or is_truncated
+        needs_reset[i] = done
+        if autoreset_mode == SAME_STEP:
+            has_final_obs[i] = done
+            if done:
+                for k in range(4):
+                    final_obs[i, k] = obs[i, k]
+                reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds, obs)

@@ -31,7 +31,6 @@ class TagBuffers(NamedTuple):
     tag_count: Any      # [E, N] int32: this step's tags (tagger: runners tagged, runner: 1 if tagged)
     action_error: Any   # [E] bool: sticky; an out-of-range action index reached the kernel
     knn_idx: Any        # [E, S, K] int32 scratch of the partial observation (S = 1 CPU, N CUDA)
-    knn_dist: Any       # [E, S, K] float32 scratch
     knn_d2: Any         # [E, S, K] float32 scratch
 
 
@@ -49,7 +48,7 @@ def buffer_shapes(num_envs: int, num_agents: int, obs_dim: int, num_observed: in
         "rewards": ((e, n), f32), "terminated": ((e,), b), "truncated": ((e,), b),
         "final_obs": ((e, n, obs_dim), f32), "final_active": ((e, n), b), "has_final_obs": ((e,), b),
         "tag_count": ((e, n), i32), "action_error": ((e,), b),
-        "knn_idx": (scratch, i32), "knn_dist": (scratch, f32), "knn_d2": (scratch, f32),
+        "knn_idx": (scratch, i32), "knn_d2": (scratch, f32),
     }
 
 

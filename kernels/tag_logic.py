@@ -12,8 +12,9 @@ barrier between phases on the GPU (see SPEC-tag.md for the rules):
    tagger and counts the runners left, with atomics on the GPU),
 4. :func:`finalize_reward` (tag rewards of taggers, end-of-game bonus of runners).
 
-Every float is float32 as the SPEC says; cos/sin/sqrt are taken in float64 and rounded with
-``cast_like``. Parameters come in two arrays built by :func:`make_consts` (float32 ``fc`` and
+Every float is float32 as the SPEC says; cos/sin/sqrt/fmod are taken in float64 and rounded with
+``np.float32`` (the state is float32 on every target; ``targets.cast_like`` does not resolve on
+numba-cuda 0.30's CUDA target). Parameters come in two arrays built by :func:`make_consts` (float32 ``fc`` and
 int64 ``ic``) so that one compilation serves every configuration, and no untyped literal can change
 a result between targets.
 """
@@ -27,7 +28,6 @@ from numba.cuda.extending import overload as cuda_overload
 from numba.extending import overload, register_jitable
 
 from gpu_envs.kernels.rng import uniform01
-from gpu_envs.kernels.targets import cast_like
 
 # Layout of the float32 constants ``fc``.
 (GRID_LENGTH, CAP_TAGGER, CAP_RUNNER, MAX_SPEED, EDGE_PENALTY, TAGGER_STEP, RUNNER_STEP,
@@ -115,7 +115,7 @@ def make_consts(params) -> tuple[np.ndarray, np.ndarray]:
 def uniform_below(seed, episode, index, upper):
     """A float32 uniform in [0, upper): 24 random bits times ``upper`` (never rounds up to it)."""
     u = uniform01(seed, episode, index)
-    u24 = cast_like(np.float64(math.floor(u * _TWO_POW_24)) * _TWO_POW_MINUS_24, upper)
+    u24 = np.float32(np.float64(math.floor(u * _TWO_POW_24)) * _TWO_POW_MINUS_24)
     return u24 * upper
 
 
@@ -139,7 +139,7 @@ def reset_agent(a, seed, episode, x, y, heading, speed, acc, active, start, star
         heading[a] = start[2, a]
     else:
         quarter = math.floor(uniform01(seed, episode, base + np.uint64(2)) * np.float64(4.0))
-        heading[a] = cast_like(np.float64(quarter) * _HALF_PI, fc[TWO_PI])
+        heading[a] = np.float32(np.float64(quarter) * _HALF_PI)
     speed[a] = _ZERO
     acc[a] = _ZERO
     active[a] = True
@@ -167,7 +167,7 @@ cuda_overload(fmod64, target="cuda", inline="always")(_fmod64_cuda)
 @register_jitable
 def wrap_heading(value, two_pi):
     """``value mod 2pi`` in float32 with NumPy's ``%`` semantics; result in [0, float32(2pi)]."""
-    r = cast_like(fmod64(np.float64(value), np.float64(two_pi)), two_pi)
+    r = np.float32(fmod64(np.float64(value), np.float64(two_pi)))
     if r < _ZERO:
         r = r + two_pi
     elif r == _ZERO:
@@ -207,8 +207,8 @@ def move_agent(a, x, y, heading, speed, acc, active, acc_index, turn_index, acc_
         new_speed = cap
     if new_speed <= _ZERO or new_speed >= cap:
         new_acc = _ZERO
-    cos_h = cast_like(math.cos(np.float64(new_heading)), new_speed)
-    sin_h = cast_like(math.sin(np.float64(new_heading)), new_speed)
+    cos_h = np.float32(math.cos(np.float64(new_heading)))
+    sin_h = np.float32(math.sin(np.float64(new_heading)))
     new_x = x[a] + new_speed * cos_h
     new_y = y[a] + new_speed * sin_h
     length = fc[GRID_LENGTH]
@@ -229,48 +229,40 @@ def move_agent(a, x, y, heading, speed, acc, active, acc_index, turn_index, acc_
 
 # --------------------------------------------------------------------------------- phase 2: observe
 @register_jitable
-def distance32(dx, dy):
-    """Euclidean distance in float32: ``dx*dx + dy*dy`` in float32, sqrt in float64, rounded."""
-    return cast_like(math.sqrt(np.float64(dx * dx + dy * dy)), dx)
+def squared_distance32(i, j, x, y):
+    """``dx*dx + dy*dy`` in float32: the key that ranks nearness (ties go to the lower id)."""
+    dx = x[j] - x[i]
+    dy = y[j] - y[i]
+    return dx * dx + dy * dy
 
 
 @register_jitable
-def nearest_in_game(i, x, y, active, num_agents, k, knn_idx, knn_dist, knn_d2):
+def nearest_in_game(i, x, y, active, num_agents, k, knn_idx, knn_d2):
     """The up-to-``k`` nearest other in-game agents of ``i``, nearest first, ties to the lower id.
 
-    A bounded insertion buffer (``knn_*``, length >= k), O(N k) in the worst case and O(N) when
-    few candidates qualify: a candidate whose squared distance is not below the k-th's cannot
-    enter (sqrt and rounding are monotonic), the others are compared on the float32 distance.
-    Candidates come in ascending id order and enter only before strictly farther entries, so equal
-    distances keep the lower id first. Returns how many were found.
+    A bounded insertion buffer (``knn_idx``, ``knn_d2``, length >= k): O(N) comparisons with the
+    current k-th squared distance, and an insertion only for the few candidates below it (not a
+    full sort). Candidates come in ascending id order and enter only before strictly farther
+    entries, so equal distances keep the lower id first. Returns how many were found.
     """
     count = 0
     worst_d2 = _INF
-    xi = x[i]
-    yi = y[i]
     for j in range(num_agents):
         if j == i or not active[j]:
             continue
-        dx = x[j] - xi
-        dy = y[j] - yi
-        d2 = dx * dx + dy * dy
+        d2 = squared_distance32(i, j, x, y)
         if d2 >= worst_d2:
             continue
-        d = cast_like(math.sqrt(np.float64(d2)), d2)
         if count < k:
             pos = count
             count += 1
-        elif d < knn_dist[k - 1]:
-            pos = k - 1
         else:
-            continue
-        while pos > 0 and knn_dist[pos - 1] > d:
+            pos = k - 1
+        while pos > 0 and knn_d2[pos - 1] > d2:
             knn_idx[pos] = knn_idx[pos - 1]
-            knn_dist[pos] = knn_dist[pos - 1]
             knn_d2[pos] = knn_d2[pos - 1]
             pos -= 1
         knn_idx[pos] = j
-        knn_dist[pos] = d
         knn_d2[pos] = d2
         if count == k:
             worst_d2 = knn_d2[k - 1]
@@ -294,8 +286,7 @@ def _zero_relative(obs_row, columns, c):
 
 
 @register_jitable
-def observe_agent(i, x, y, heading, speed, acc, active, t, obs_row, knn_idx, knn_dist, knn_d2,
-                  fc, ic):
+def observe_agent(i, x, y, heading, speed, acc, active, t, obs_row, knn_idx, knn_d2, fc, ic):
     """Phase 2: write agent ``i``'s observation at time ``t`` into ``obs_row`` (see SPEC-tag.md).
 
     Layout: seven blocks of one value per observed column (block b of column c at
@@ -321,7 +312,7 @@ def observe_agent(i, x, y, heading, speed, acc, active, t, obs_row, knn_idx, knn
     else:
         found = 0
         if in_game:
-            found = nearest_in_game(i, x, y, active, num_agents, columns, knn_idx, knn_dist, knn_d2)
+            found = nearest_in_game(i, x, y, active, num_agents, columns, knn_idx, knn_d2)
         for c in range(found):
             j = knn_idx[c]
             _write_relative(obs_row, columns, c, i, j, x, y, heading, speed, acc, fc)
@@ -355,17 +346,17 @@ def observe_agent(i, x, y, heading, speed, acc, active, t, obs_row, knn_idx, knn
 def tagger_in_reach(r, x, y, fc, ic):
     """The tagger that tags runner ``r`` this step, or -1.
 
-    Its nearest tagger (float32 distance, ties to the lower id), if strictly nearer than the
-    margin ``float32(tagging_distance) * float32(L)``.
+    Its nearest tagger (smallest float32 squared distance, ties to the lower id), if its float32
+    distance (sqrt in float64, rounded) is strictly below ``float32(tagging_distance) * float32(L)``.
     """
-    best = -1
-    best_d = _INF
-    for k in range(ic[NUM_TAGGERS]):
-        d = distance32(x[k] - x[r], y[k] - y[r])
-        if d < best_d:
-            best_d = d
+    best = 0
+    best_d2 = squared_distance32(r, 0, x, y)
+    for k in range(1, ic[NUM_TAGGERS]):
+        d2 = squared_distance32(r, k, x, y)
+        if d2 < best_d2:
+            best_d2 = d2
             best = k
-    if best_d < fc[TAG_MARGIN]:
+    if np.float32(math.sqrt(np.float64(best_d2))) < fc[TAG_MARGIN]:
         return best
     return -1
 
