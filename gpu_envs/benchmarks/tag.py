@@ -1,0 +1,344 @@
+"""Tag throughput: ours on the seed config beside the installed peers, and the 1000-agent scale point.
+
+Ours: ``gpu_envs.TagEnv`` with the seed run config (5 taggers + 100 runners, L = 20, T = 200,
+10 acceleration and 10 turn levels, partial observation of the k = 10 nearest, runners exit when
+tagged; default NEXT_STEP autoreset, actions validated) stepped with pre-drawn random actions.
+
+Peers, measured in the same run when importable (the optional ``bench`` extra), on the nearest
+equivalent workload (configured as in the project's peer harness):
+- ``vmas``: VMAS ``simple_tag``, 5 adversaries + 100 good agents, no landmarks, ``bound=10``
+  (a 20 x 20 arena), continuous actions, full observation, collisions simulated.
+- ``mpe2``: PettingZoo/MPE2 ``simple_tag_v3.parallel_env`` (5 + 100, no obstacles,
+  ``num_agent_neighbors=10``, ``max_cycles=200``), a single-game API: num_envs 1 only.
+- ``jaxmarl``: JaxMARL ``MPE_simple_tag_v3`` (5 + 100, no obstacles), ``jit(vmap(step))`` per
+  call, actions drawn inside the jitted function.
+
+Scale point: the seed config with 10 taggers + 990 runners (N = 1000), ours only.
+
+Throughput: env-steps/s = games advanced by one step per second; agent-steps/s = env-steps/s x
+agents per game. Timing protocol: ``gpu_envs.benchmarks.timing.measure`` (first call timed apart,
+warm-up, calibrated repeats, median).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+SEED_NUM_ENVS = (1, 16, 256, 1024, 4096)
+SCALE_NUM_ENVS = (64, 256)
+SCALE_TEAMS = (10, 990)  # taggers, runners: N = 1000
+PEER_TAGGERS, PEER_RUNNERS = 5, 100
+
+
+@dataclass
+class Runner:
+    """One measurable workload: ``call()`` advances ``num_envs`` games by one step."""
+
+    call: Callable[[], Any]
+    num_envs: int
+    agents_per_env: int
+    config: str
+    sync: Callable[[], None] = lambda: None
+    close: Callable[[], None] = lambda: None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def seed_env_params() -> dict[str, Any]:
+    """The Tag parameters of the seed run config (the ``tag`` preset's ``env`` section)."""
+    from gpu_envs.trainers.presets import preset
+
+    return preset("tag")["env"]
+
+
+def _cycle(pool: list) -> Callable[[], Any]:
+    """A function returning the items of ``pool`` in turn (pre-drawn actions are not timed)."""
+    position = [0]
+
+    def next_item():
+        item = pool[position[0]]
+        position[0] = (position[0] + 1) % len(pool)
+        return item
+
+    return next_item
+
+
+# ------------------------------------------------------------------------------------ ours
+def make_ours(num_envs: int, seed: int, *, device: str = "cpu", validate_actions: bool = True,
+              **env_params: Any) -> Runner:
+    """``TagEnv`` stepped with a pool of pre-drawn random actions."""
+    from gpu_envs.tag import TagEnv
+
+    env = TagEnv(num_envs, device, validate_actions=validate_actions, **env_params)
+    env.reset(seed=seed)
+    generator = torch.Generator().manual_seed(seed)
+    nvec = torch.tensor(env.action_nvec, dtype=torch.int64)
+    pool_size = 2 if num_envs * env.num_agents >= 100_000 else 4
+    pool = [(torch.rand((num_envs, env.num_agents, 2), generator=generator) * nvec).long().to(env.device)
+            for _ in range(pool_size)]
+    next_actions = _cycle(pool)
+
+    def sync() -> None:
+        if env.device.type == "cuda":
+            torch.cuda.synchronize(env.device)
+
+    p = env.params
+    config = (f"{p.num_taggers} taggers + {p.num_runners} runners, L={p.grid_length:g}, T={p.episode_length}, "
+              f"{'full' if p.use_full_observation else f'k={p.num_other_agents_observed}'} obs "
+              f"(obs_dim {env.obs_dim}), device {env.device}, validate_actions={validate_actions}")
+    return Runner(lambda: env.step(next_actions()), num_envs, env.num_agents, config, sync=sync,
+                  close=env.close, meta={"obs_dim": env.obs_dim, "device": str(env.device)})
+
+
+# ------------------------------------------------------------------------------------ peers
+def make_vmas(num_envs: int, seed: int) -> Runner:
+    import vmas
+
+    env = vmas.make_env("simple_tag", num_envs=num_envs, device="cpu", continuous_actions=True, seed=seed,
+                        num_good_agents=PEER_RUNNERS, num_adversaries=PEER_TAGGERS, num_landmarks=0,
+                        bound=10.0)
+    obs = env.reset()
+    generator = torch.Generator().manual_seed(seed)
+    pool = [[torch.rand(num_envs, 2, generator=generator) * 2 - 1 for _ in env.agents] for _ in range(4)]
+    next_actions = _cycle(pool)
+    return Runner(lambda: env.step(next_actions()), num_envs, len(env.agents),
+                  "simple_tag 5 adversaries + 100 good, 0 landmarks, bound=10 (20x20), continuous, full obs",
+                  meta={"obs_dim": sorted({int(o.shape[-1]) for o in obs}), "version": vmas.__version__})
+
+
+def make_mpe2(num_envs: int, seed: int) -> Runner:
+    if num_envs != 1:
+        raise ValueError("PettingZoo/MPE2 is a single-game API: num_envs must be 1")
+    from mpe2 import simple_tag_v3
+
+    env = simple_tag_v3.parallel_env(num_good=PEER_RUNNERS, num_adversaries=PEER_TAGGERS, num_obstacles=0,
+                                     num_agent_neighbors=10, max_cycles=200, continuous_actions=False)
+    obs, _ = env.reset(seed=seed)
+    agents = list(env.agents)
+    rng = np.random.default_rng(seed)
+    pool = [{agent: int(rng.integers(5)) for agent in agents} for _ in range(16)]
+    next_actions = _cycle(pool)
+
+    def call() -> None:
+        env.step(next_actions())
+        if not env.agents:
+            env.reset()
+
+    return Runner(call, 1, len(agents), "simple_tag_v3 5 adversaries + 100 good, 0 obstacles, "
+                  "num_agent_neighbors=10, max_cycles=200, discrete", close=env.close,
+                  meta={"obs_dim": sorted({int(o.shape[-1]) for o in obs.values()})})
+
+
+def make_jaxmarl(num_envs: int, seed: int) -> Runner:
+    import jax
+    import jaxmarl
+
+    env = jaxmarl.make("MPE_simple_tag_v3", num_good_agents=PEER_RUNNERS, num_adversaries=PEER_TAGGERS, num_obs=0)
+    key, reset_key = jax.random.split(jax.random.PRNGKey(seed))
+    _, state = jax.jit(jax.vmap(env.reset))(jax.random.split(reset_key, num_envs))
+    agents = list(env.agents)
+    batched_step = jax.vmap(env.step)
+
+    def one_step(key, state):
+        key, action_key, step_key = jax.random.split(key, 3)
+        action_keys = jax.random.split(action_key, len(agents))
+        actions = {a: jax.random.randint(action_keys[i], (num_envs,), 0, 5) for i, a in enumerate(agents)}
+        obs, state, rewards, dones, _ = batched_step(jax.random.split(step_key, num_envs), state, actions)
+        return (key, state), (obs, rewards, dones)
+
+    jitted = jax.jit(one_step)
+    box: dict[str, Any] = {"carry": (key, state), "out": None}
+
+    def call() -> None:
+        box["carry"], box["out"] = jitted(*box["carry"])
+
+    return Runner(call, num_envs, len(agents), "MPE_simple_tag_v3 5 adversaries + 100 good, 0 obstacles, "
+                  "jit(vmap(step)) per call, 25-step episodes, full obs",
+                  sync=lambda: jax.block_until_ready(box["carry"]))
+
+
+PEERS: dict[str, tuple[str, Callable[[int, int], Runner], str]] = {
+    "vmas": ("vmas", make_vmas, "VMAS simple_tag (torch CPU)"),
+    "mpe2": ("mpe2", make_mpe2, "PettingZoo/MPE2 simple_tag_v3, k=10 neighbours"),
+    "jaxmarl": ("jaxmarl", make_jaxmarl, "JaxMARL MPE_simple_tag_v3"),
+}
+
+
+# ------------------------------------------------------------------------------------ runs
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"expected comma-separated ints, got {text!r}") from error
+    if any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"num_envs must be > 0, got {text!r}")
+    return values
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--num-envs", type=_int_list, default=list(SEED_NUM_ENVS),
+                        help="seed-config batch sizes (default 1,16,256,1024,4096)")
+    parser.add_argument("--scale-num-envs", type=_int_list, default=list(SCALE_NUM_ENVS),
+                        help="batch sizes of the N=1000 scale point (default 64,256; '' skips it)")
+    parser.add_argument("--device", default="cpu", help="device of ours: cpu, cuda, cuda:N")
+    parser.add_argument("--peers", default=",".join(PEERS),
+                        help=f"peers to run when importable, from {','.join(PEERS)} ('' for none)")
+    parser.add_argument("--peer-max-step-s", type=float, default=10.0,
+                        help="skip a peer's larger batches once one batched step takes longer than this")
+    parser.add_argument("--no-validate", action="store_true", help="ours with validate_actions=False")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", default=None, metavar="FILE", help="also write the records as JSON ('-': stdout)")
+
+
+def _measure(runner: Runner) -> dict[str, Any]:
+    from gpu_envs.benchmarks.timing import measure
+
+    result = dict(measure(runner.call, runner.num_envs, runner.sync))
+    result["agent_steps_per_s"] = result["env_steps_per_s"] * runner.agents_per_env
+    return result
+
+
+def _record(impl: str, label: str, runner_factory: Callable[[], Runner], num_envs: int) -> dict[str, Any]:
+    record: dict[str, Any] = {"impl": impl, "label": label, "num_envs": num_envs}
+    started = time.perf_counter()
+    try:
+        runner = runner_factory()
+    except Exception as error:  # noqa: BLE001 - a peer that fails to build is reported, not fatal
+        record["error"] = f"{type(error).__name__}: {error}"
+        return record
+    record["setup_s"] = time.perf_counter() - started
+    try:
+        record.update(_measure(runner))
+    finally:
+        runner.close()
+    record.update(agents_per_env=runner.agents_per_env, config=runner.config, meta=runner.meta)
+    return record
+
+
+def _progress(record: dict[str, Any]) -> None:
+    if "error" in record:
+        text = record["error"]
+    else:
+        text = f"{record['env_steps_per_s']:,.0f} env-steps/s, {record['agent_steps_per_s']:,.0f} agent-steps/s"
+    print(f"  {record['label']} num_envs={record['num_envs']}: {text}", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    seed_params = seed_env_params()
+    records: list[dict[str, Any]] = []
+
+    def add(impl: str, label: str, factory: Callable[[], Runner], num_envs: int) -> dict[str, Any]:
+        record = _record(impl, label, factory, num_envs)
+        records.append(record)
+        _progress(record)
+        return record
+
+    validate = not args.no_validate
+    for n in args.num_envs:
+        add("ours", "gpu-envs TagEnv", lambda n=n: make_ours(n, args.seed, device=args.device,
+                                                             validate_actions=validate, **seed_params), n)
+    missing = []
+    for name in [p for p in args.peers.split(",") if p]:
+        if name not in PEERS:
+            raise SystemExit(f"unknown peer {name!r}; choose from {', '.join(PEERS)}")
+        module, factory, label = PEERS[name]
+        if importlib.util.find_spec(module) is None:
+            missing.append(name)
+            continue
+        for n in args.num_envs:
+            if name == "mpe2" and n != 1:
+                continue
+            record = add(name, label, lambda n=n, f=factory: f(n, args.seed), n)
+            if "error" not in record and n / record["env_steps_per_s"] > args.peer_max_step_s:
+                break
+    scale_params = {**seed_params, "num_taggers": SCALE_TEAMS[0], "num_runners": SCALE_TEAMS[1]}
+    for n in args.scale_num_envs:
+        add("ours_scale", "gpu-envs TagEnv, N=1000", lambda n=n: make_ours(
+            n, args.seed, device=args.device, validate_actions=validate, **scale_params), n)
+
+    print(format_tables(records, args.num_envs, args.scale_num_envs, missing))
+    if args.json:
+        payload = json.dumps({"machine": machine_summary(), "args": {k: v for k, v in vars(args).items()
+                                                                      if k != "func"},
+                              "missing_peers": missing, "records": records}, indent=2, default=str)
+        if args.json == "-":
+            print(payload)
+        else:
+            with open(args.json, "w") as handle:
+                handle.write(payload + "\n")
+    return 0
+
+
+# ------------------------------------------------------------------------------------ output
+def machine_summary() -> dict[str, Any]:
+    import os
+
+    import numba
+
+    return {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
+            "numba": numba.__version__, "numba_threads": numba.get_num_threads(), "torch": torch.__version__,
+            "torch_threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d %H:%M")}
+
+
+def _cell(record: dict[str, Any] | None) -> str:
+    if record is None:
+        return "—"
+    if "error" in record:
+        return "error"
+    return f"{_si(record['env_steps_per_s'])} ({_si(record['agent_steps_per_s'])})"
+
+
+def _si(value: float) -> str:
+    for factor, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= factor:
+            return f"{value / factor:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def format_tables(records: list[dict[str, Any]], sizes: list[int], scale_sizes: list[int],
+                  missing: list[str]) -> str:
+    """Markdown tables: env-steps/s (agent-steps/s) per implementation and num_envs, the ratio of
+    ours to the fastest measured peer, and the scale point."""
+    by_impl: dict[str, dict[int, dict[str, Any]]] = {}
+    labels: dict[str, str] = {}
+    for record in records:
+        by_impl.setdefault(record["impl"], {})[record["num_envs"]] = record
+        labels[record["impl"]] = record["label"]
+    lines = ["Tag, seed config (5 taggers + 100 runners, k = 10): env-steps/s (agent-steps/s)", "",
+             "| impl | " + " | ".join(f"num_envs={n}" for n in sizes) + " | first call (s) |",
+             "|---" * (len(sizes) + 2) + "|"]
+    peers = [impl for impl in by_impl if impl not in ("ours", "ours_scale")]
+    for impl in ["ours", *peers]:
+        if impl not in by_impl:
+            continue
+        row = by_impl[impl]
+        first = [r.get("first_call_s") for r in row.values() if r.get("first_call_s") is not None]
+        first_text = "—" if not first else f"{min(first):.2g}" + (f"–{max(first):.2g}" if max(first) > min(first) else "")
+        lines.append(f"| {labels[impl]} | " + " | ".join(_cell(row.get(n)) for n in sizes) + f" | {first_text} |")
+    if peers and "ours" in by_impl:
+        ratios = []
+        for n in sizes:
+            rates = [by_impl[p][n]["env_steps_per_s"] for p in peers
+                     if n in by_impl[p] and "error" not in by_impl[p][n]]
+            ours = by_impl["ours"].get(n)
+            ratios.append(f"{ours['env_steps_per_s'] / max(rates):.0f}x"
+                          if rates and ours and "error" not in ours else "—")
+        lines.append("| ours / fastest peer | " + " | ".join(ratios) + " | |")
+    if missing:
+        lines += ["", f"Not installed (optional `bench` extra): {', '.join(missing)}."]
+    if "ours_scale" in by_impl:
+        row = by_impl["ours_scale"]
+        lines += ["", "Scale point, 10 taggers + 990 runners (N = 1000), k = 10: env-steps/s (agent-steps/s)", "",
+                  "| impl | " + " | ".join(f"num_envs={n}" for n in scale_sizes) + " |",
+                  "|---" * (len(scale_sizes) + 1) + "|",
+                  f"| {labels['ours_scale']} | " + " | ".join(_cell(row.get(n)) for n in scale_sizes) + " |"]
+    return "\n".join(lines)
