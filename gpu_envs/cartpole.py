@@ -29,13 +29,8 @@ from gymnasium.vector.utils import batch_space
 from gpu_envs import devices
 from gpu_envs.kernels import cartpole_logic as logic
 from gpu_envs.kernels.cartpole_buffers import CartPoleBuffers
-from gpu_envs.validation import as_action_tensor, as_reset_mask, check_positive_int, parse_autoreset_mode
+from gpu_envs.validation import AUTORESET_CODES, as_action_tensor, as_reset_mask, check_positive_int, parse_autoreset_mode
 
-_AUTORESET_CODES = {
-    AutoresetMode.NEXT_STEP: logic.NEXT_STEP,
-    AutoresetMode.SAME_STEP: logic.SAME_STEP,
-    AutoresetMode.DISABLED: logic.DISABLED,
-}
 _OBS_HIGH = np.array([2.4 * 2, np.inf, 12 * 2 * math.pi / 360 * 2, np.inf], dtype=np.float32)
 _DEFAULT_LOW, _DEFAULT_HIGH = -0.05, 0.05
 
@@ -197,7 +192,7 @@ class CartPoleVectorEnv(VectorEnv):
         self._actions.copy_(actions)
         consts, bounds = self._kernel_consts()
         self._driver.step(self._views, self._actions_view, consts, bounds, self.max_episode_steps,
-                          self.sutton_barto_reward, _AUTORESET_CODES[self.autoreset_mode],
+                          self.sutton_barto_reward, AUTORESET_CODES[self.autoreset_mode],
                           **self._stream_kwargs())
         t = self._tensors
         info: dict[str, Any] = {}

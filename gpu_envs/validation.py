@@ -8,6 +8,15 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
+from gpu_envs.kernels import autoreset
+
+#: The kernels' integer code of each autoreset mode.
+AUTORESET_CODES = {
+    AutoresetMode.NEXT_STEP: autoreset.NEXT_STEP,
+    AutoresetMode.SAME_STEP: autoreset.SAME_STEP,
+    AutoresetMode.DISABLED: autoreset.DISABLED,
+}
+
 
 def as_action_tensor(actions, shape: tuple[int, ...], device: torch.device,
                      upper: int | Sequence[int] | torch.Tensor, name: str = "actions") -> torch.Tensor:

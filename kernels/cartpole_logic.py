@@ -1,6 +1,6 @@
 """CartPole-v1 step logic for one env, written once for every target.
 
-The functions here are ``register_jitable``: the CPU driver (njit) and the CUDA kernel each compile
+The functions here are ``kernel_function``s (see ``targets``): the CPU driver (njit) and the CUDA kernel each compile
 them for their own target, and the CUDA simulator runs them as Python. They follow gymnasium's
 ``CartPoleEnv`` operation by operation (see SPEC-cartpole.md), so a float64 trajectory equals
 gymnasium's bit for bit. Physical constants come in the ``consts`` array, already in the state dtype,
@@ -10,15 +10,11 @@ so no untyped literal can change the precision of a target.
 import math
 
 import numpy as np
-from numba.extending import register_jitable
 
+from gpu_envs.kernels.autoreset import NEXT_STEP, SAME_STEP
 from gpu_envs.kernels.rng import uniform01
-from gpu_envs.kernels.targets import cast_like
+from gpu_envs.kernels.targets import cast_like, kernel_function
 
-# Autoreset modes (gymnasium.vector.AutoresetMode), as integers the kernels understand.
-NEXT_STEP = 0
-SAME_STEP = 1
-DISABLED = 2
 
 # Layout of the ``consts`` array.
 GRAVITY, MASSPOLE, TOTAL_MASS, LENGTH, POLEMASS_LENGTH, FORCE_MAG, TAU, X_THRESHOLD, \
@@ -43,7 +39,7 @@ def make_consts(dtype) -> np.ndarray:
     return np.array(values, dtype=dtype)
 
 
-@register_jitable
+@kernel_function
 def reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds, obs):
     """Draw env ``i``'s start state uniformly in [low, high) and write its first observation."""
     low = reset_bounds[0]
@@ -56,7 +52,7 @@ def reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds, o
     needs_reset[i] = False
 
 
-@register_jitable(inline="always")
+@kernel_function
 def advance_physics(i, state, action, consts):
     """One Euler step of env ``i``; returns True when the new state is terminal."""
     x = state[i, 0]
@@ -92,7 +88,7 @@ def advance_physics(i, state, action, consts):
     )
 
 
-@register_jitable(inline="always")
+@kernel_function
 def step_env(
     i, state, elapsed, needs_reset, episode, env_seed, actions, consts, reset_bounds,
     max_episode_steps, sutton_barto_reward, autoreset_mode,

@@ -7,7 +7,8 @@ All operands are ``np.uint64`` so that the three targets agree bit for bit.
 """
 
 import numpy as np
-from numba.extending import register_jitable
+
+from gpu_envs.kernels.targets import kernel_function
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MUL_1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -20,7 +21,7 @@ _SHIFT_11 = np.uint64(11)
 _TWO_POW_MINUS_53 = np.float64(1.0 / 9007199254740992.0)
 
 
-@register_jitable
+@kernel_function
 def mix64(z):
     """SplitMix64 finaliser: a bijective avalanche hash of one uint64."""
     z = (z ^ (z >> _SHIFT_30)) * _MUL_1
@@ -28,14 +29,14 @@ def mix64(z):
     return z ^ (z >> _SHIFT_31)
 
 
-@register_jitable
+@kernel_function
 def random_bits(seed, episode, index):
     """64 random bits for draw ``index`` of ``episode`` of the stream ``seed`` (all uint64)."""
     key = mix64(np.uint64(seed) + _GOLDEN) ^ (np.uint64(episode) * _EPISODE_STRIDE)
     return mix64(key + (np.uint64(index) + np.uint64(1)) * _GOLDEN)
 
 
-@register_jitable
+@kernel_function
 def uniform01(seed, episode, index):
     """A float64 uniform in [0, 1) with 53 random bits."""
     return np.float64(random_bits(seed, episode, index) >> _SHIFT_11) * _TWO_POW_MINUS_53

@@ -11,7 +11,7 @@ import numpy as np
 from numba.extending import register_jitable
 
 from gpu_envs.kernels import tag_logic as logic
-from gpu_envs.kernels.cartpole_logic import NEXT_STEP, SAME_STEP
+from gpu_envs.kernels.autoreset import NEXT_STEP, SAME_STEP
 
 #: From this many envs on, the parallel driver is used (one Tag env-step is tens of microseconds,
 #: so a parallel region pays for itself as soon as there are two envs to share).

@@ -14,8 +14,9 @@ result does not depend on scheduling. The kNN scratch is one row per agent ([E, 
 import numpy as np
 from numba import cuda, float32, int32
 
+from gpu_envs.kernels import cuda_targets  # noqa: F401  (registers the CUDA primitives)
 from gpu_envs.kernels import tag_logic as logic
-from gpu_envs.kernels.cartpole_logic import NEXT_STEP, SAME_STEP
+from gpu_envs.kernels.autoreset import NEXT_STEP, SAME_STEP
 
 #: Most threads per block (agents beyond it are looped over).
 MAX_THREADS_PER_BLOCK = 256
@@ -182,22 +183,28 @@ def reset_kernel(x, y, heading, speed, acceleration, active, t, needs_reset, epi
                  sx, sy, sh, ss, sa, sact)
 
 
-def _launch(kernel, buffers, stream, *args) -> None:
+def _launch(kernel, buffers, stream, threads, *args) -> None:
     num_envs, num_agents = buffers.x.shape
-    threads = min(MAX_THREADS_PER_BLOCK, 32 * ((num_agents + 31) // 32))
+    check_fits(num_agents)
+    if threads is None:
+        threads = min(MAX_THREADS_PER_BLOCK, 32 * ((num_agents + 31) // 32))
     kernel[num_envs, threads, stream, _shared_bytes(num_agents)](*buffers, *args)
 
 
 def step(buffers, actions, acc_table, turn_table, start, start_given, fc, ic, autoreset_mode: int,
-         stream=0) -> None:
-    """Advance every env of ``buffers`` (device arrays) by one step on ``stream``."""
-    _launch(step_kernel, buffers, stream, actions, acc_table, turn_table, start, start_given, fc, ic,
-            autoreset_mode)
+         stream=0, threads_per_block: int | None = None) -> None:
+    """Advance every env of ``buffers`` (device arrays) by one step on ``stream``.
+
+    ``threads_per_block`` (default: N rounded up to a warp, at most 256) below N makes each thread
+    loop over several agents (the tests use it to exercise that path in the simulator).
+    """
+    _launch(step_kernel, buffers, stream, threads_per_block, actions, acc_table, turn_table, start,
+            start_given, fc, ic, autoreset_mode)
 
 
-def reset(buffers, mask, start, start_given, fc, ic, stream=0) -> None:
+def reset(buffers, mask, start, start_given, fc, ic, stream=0, threads_per_block: int | None = None) -> None:
     """Reset the envs where ``mask`` is True."""
-    _launch(reset_kernel, buffers, stream, mask, start, start_given, fc, ic)
+    _launch(reset_kernel, buffers, stream, threads_per_block, mask, start, start_given, fc, ic)
 
 
 def ptx_signatures() -> list:

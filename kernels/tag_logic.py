@@ -1,6 +1,6 @@
 """Tag (continuous arena) step logic for one agent, written once for every target.
 
-The functions here are ``register_jitable``: the CPU driver (njit) and the CUDA kernel each compile
+The functions here are ``targets.kernel_function``s: the CPU driver (njit) and the CUDA kernel each compile
 them for their own target, and the CUDA simulator runs them as Python. Each works on ONE env's
 agents through 1-D arrays of length N (``x, y, heading, speed, acc, active``): rows of the global
 state on the CPU, ``cuda.shared`` copies on the GPU. A step is four phases over the agents, with a
@@ -13,8 +13,7 @@ barrier between phases on the GPU (see SPEC-tag.md for the rules):
 4. :func:`finalize_reward` (tag rewards of taggers, end-of-game bonus of runners).
 
 Every float is float32 as the SPEC says; cos/sin/sqrt/fmod are taken in float64 and rounded with
-``np.float32`` (the state is float32 on every target; ``targets.cast_like`` does not resolve on
-numba-cuda 0.30's CUDA target). Parameters come in two arrays built by :func:`make_consts` (float32 ``fc`` and
+``np.float32`` (the state is float32 on every target). Parameters come in two arrays built by :func:`make_consts` (float32 ``fc`` and
 int64 ``ic``) so that one compilation serves every configuration, and no untyped literal can change
 a result between targets.
 """
@@ -24,10 +23,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba.cuda.extending import overload as cuda_overload
-from numba.extending import overload, register_jitable
 
 from gpu_envs.kernels.rng import uniform01
+from gpu_envs.kernels.targets import fmod64, kernel_function
 
 # Layout of the float32 constants ``fc``.
 (GRID_LENGTH, CAP_TAGGER, CAP_RUNNER, MAX_SPEED, EDGE_PENALTY, TAGGER_STEP, RUNNER_STEP,
@@ -111,7 +109,7 @@ def make_consts(params) -> tuple[np.ndarray, np.ndarray]:
 
 
 # --------------------------------------------------------------------------------- start state
-@register_jitable
+@kernel_function
 def uniform_below(seed, episode, index, upper):
     """A float32 uniform in [0, upper): 24 random bits times ``upper`` (never rounds up to it)."""
     u = uniform01(seed, episode, index)
@@ -119,7 +117,7 @@ def uniform_below(seed, episode, index, upper):
     return u24 * upper
 
 
-@register_jitable
+@kernel_function
 def reset_agent(a, seed, episode, x, y, heading, speed, acc, active, start, start_given, fc):
     """Agent ``a``'s start state: drawn from (seed, episode), or ``start[:, a]`` where given.
 
@@ -146,25 +144,7 @@ def reset_agent(a, seed, episode, x, y, heading, speed, acc, active, start, star
 
 
 # --------------------------------------------------------------------------------- phase 1: move
-def fmod64(value, modulus):
-    """``math.fmod`` of two float64 (exact on every target): njit lacks ``math.fmod``, so the CPU
-    overload uses ``np.fmod``; CUDA and the simulator use ``math.fmod``."""
-    return math.fmod(value, modulus)
-
-
-def _fmod64_cpu(value, modulus):
-    return lambda value, modulus: np.fmod(value, modulus)
-
-
-def _fmod64_cuda(value, modulus):
-    return lambda value, modulus: math.fmod(value, modulus)
-
-
-overload(fmod64, target="cpu", inline="always")(_fmod64_cpu)
-cuda_overload(fmod64, target="cuda", inline="always")(_fmod64_cuda)
-
-
-@register_jitable
+@kernel_function
 def wrap_heading(value, two_pi):
     """``value mod 2pi`` in float32 with NumPy's ``%`` semantics; result in [0, float32(2pi)]."""
     r = np.float32(fmod64(np.float64(value), np.float64(two_pi)))
@@ -175,7 +155,7 @@ def wrap_heading(value, two_pi):
     return r
 
 
-@register_jitable
+@kernel_function
 def move_agent(a, x, y, heading, speed, acc, active, acc_index, turn_index, acc_table, turn_table,
                fc, ic):
     """Phase 1 for agent ``a``: returns ``(base_reward, bad_index)``.
@@ -228,7 +208,7 @@ def move_agent(a, x, y, heading, speed, acc, active, acc_index, turn_index, acc_
 
 
 # --------------------------------------------------------------------------------- phase 2: observe
-@register_jitable
+@kernel_function
 def squared_distance32(i, j, x, y):
     """``dx*dx + dy*dy`` in float32: the key that ranks nearness (ties go to the lower id)."""
     dx = x[j] - x[i]
@@ -236,7 +216,7 @@ def squared_distance32(i, j, x, y):
     return dx * dx + dy * dy
 
 
-@register_jitable
+@kernel_function
 def nearest_in_game(i, x, y, active, num_agents, k, knn_idx, knn_d2):
     """The up-to-``k`` nearest other in-game agents of ``i``, nearest first, ties to the lower id.
 
@@ -269,7 +249,7 @@ def nearest_in_game(i, x, y, active, num_agents, k, knn_idx, knn_d2):
     return count
 
 
-@register_jitable
+@kernel_function
 def _write_relative(obs_row, columns, c, i, j, x, y, heading, speed, acc, fc):
     """Blocks 0-4 of column ``c``: agent ``j`` relative to agent ``i``, normalised."""
     obs_row[c] = (x[j] - x[i]) / fc[POS_NORM]
@@ -279,13 +259,13 @@ def _write_relative(obs_row, columns, c, i, j, x, y, heading, speed, acc, fc):
     obs_row[4 * columns + c] = (heading[j] - heading[i]) / fc[TWO_PI]
 
 
-@register_jitable
+@kernel_function
 def _zero_relative(obs_row, columns, c):
     for block in range(5):
         obs_row[block * columns + c] = _ZERO
 
 
-@register_jitable
+@kernel_function
 def observe_agent(i, x, y, heading, speed, acc, active, t, obs_row, knn_idx, knn_d2, fc, ic):
     """Phase 2: write agent ``i``'s observation at time ``t`` into ``obs_row`` (see SPEC-tag.md).
 
@@ -342,7 +322,7 @@ def observe_agent(i, x, y, heading, speed, acc, active, t, obs_row, knn_idx, knn
 
 
 # --------------------------------------------------------------------------------- phase 3: tags
-@register_jitable
+@kernel_function
 def tagger_in_reach(r, x, y, fc, ic):
     """The tagger that tags runner ``r`` this step, or -1.
 
@@ -361,7 +341,7 @@ def tagger_in_reach(r, x, y, fc, ic):
     return -1
 
 
-@register_jitable
+@kernel_function
 def tag_runner(r, speed, acc, active, rewards, tag_count, fc, ic):
     """Runner ``r`` was tagged: its penalty, its tag mark, and its exit (frozen, speed 0)."""
     rewards[r] = rewards[r] + fc[TAG_PENALTY]
@@ -373,7 +353,7 @@ def tag_runner(r, speed, acc, active, rewards, tag_count, fc, ic):
 
 
 # --------------------------------------------------------------------------------- phase 4: finish
-@register_jitable
+@kernel_function
 def finalize_reward(a, rewards, tag_count, active, at_end, fc, ic):
     """Phase 4: a tagger adds ``count * tag_reward``; a runner still in at t == T its bonus."""
     if a < ic[NUM_TAGGERS]:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from gpu_envs.kernels import cartpole_cpu
+from gpu_envs.kernels.autoreset import DISABLED, NEXT_STEP, SAME_STEP
 from gpu_envs.kernels import cartpole_logic as logic
 from gpu_envs.kernels.cartpole_buffers import CartPoleBuffers, allocate_numpy
 
@@ -22,7 +23,7 @@ def seeded_buffers(dtype) -> CartPoleBuffers:
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("mode", [logic.NEXT_STEP, logic.SAME_STEP, logic.DISABLED])
+@pytest.mark.parametrize("mode", [NEXT_STEP, SAME_STEP, DISABLED])
 def test_cuda_kernels_match_cpu_bit_for_bit(dtype, mode):
     from numba import config, cuda
 
@@ -42,7 +43,7 @@ def test_cuda_kernels_match_cpu_bit_for_bit(dtype, mode):
         actions = rng.integers(0, 2, size=NUM_ENVS).astype(np.int64)
         cartpole_cpu.step(cpu, actions, consts, bounds, 12, step % 2 == 0, mode)
         cartpole_cuda.step(gpu, cuda.to_device(actions), consts_d, bounds_d, 12, step % 2 == 0, mode)
-        if mode == logic.DISABLED and cpu.needs_reset.any():
+        if mode == DISABLED and cpu.needs_reset.any():
             mask = cpu.needs_reset.copy()
             cartpole_cpu.reset(cpu, mask, bounds)
             cartpole_cuda.reset(gpu, cuda.to_device(mask), bounds_d)
