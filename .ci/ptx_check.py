@@ -12,8 +12,7 @@ from types import SimpleNamespace
 import numba.cuda.dispatcher as cuda_dispatcher
 from numba import config, cuda
 
-KERNEL_MODULES = ["gpu_envs.kernels.cartpole_cuda", "gpu_envs.kernels.tag_cuda",
-                  "gpu_envs.kernels.sampling_cuda"]
+KERNEL_MODULES = ["gpu_envs.kernels.cartpole_cuda", "gpu_envs.kernels.tag_cuda"]
 COMPUTE_CAPABILITIES = [(8, 0), (9, 0)]
 
 
@@ -23,13 +22,7 @@ def main() -> int:
         return 2
     compiled = 0
     for module_name in KERNEL_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as error:
-            if error.name == module_name:
-                print(f"ptx_check: {module_name} not present, skipped")
-                continue
-            raise
+        module = importlib.import_module(module_name)
         for capability in COMPUTE_CAPABILITIES:
             # Device functions are compiled for the "current device"; with no GPU, answer for it.
             cuda_dispatcher.get_current_device = lambda cc=capability: SimpleNamespace(compute_capability=cc)
@@ -38,9 +31,6 @@ def main() -> int:
                 assert f".target sm_{capability[0]}{capability[1]}" in ptx
                 compiled += 1
                 print(f"ptx_check: {module_name}.{pyfunc.__name__} sm_{capability[0]}{capability[1]} ok")
-    if compiled == 0:
-        print("ptx_check: no kernel compiled")
-        return 1
     print(f"ptx_check: {compiled} kernel compilations ok")
     return 0
 
