@@ -56,3 +56,27 @@ def test_reseeding_restarts_the_same_episodes():
     again, _ = env.reset(seed=42)
     different, _ = env.reset()
     assert torch.equal(first, again) and not torch.equal(first, different)
+
+
+DRIVER_CHOICE_SCRIPT = """
+import numba, torch, gpu_envs
+def threads_started():
+    try:
+        numba.threading_layer()
+        return True
+    except ValueError:
+        return False
+small = gpu_envs.CartPoleVectorEnv(16); small.reset(seed=0); small.step(torch.zeros(16, dtype=torch.int64))
+after_small = threads_started()
+big = gpu_envs.CartPoleVectorEnv(8192); big.reset(seed=0); big.step(torch.zeros(8192, dtype=torch.int64))
+print(after_small, threads_started())
+"""
+
+
+def test_small_batches_run_serially_and_large_ones_in_parallel(tmp_path):
+    """The serial and parallel drivers must not share a compile-cache entry (both from cold and warm)."""
+    environment = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "NUMBA_NUM_THREADS": "2"}
+    for _ in range(2):  # cold cache, then warm cache
+        result = subprocess.run([sys.executable, "-c", DRIVER_CHOICE_SCRIPT], env=environment,
+                                capture_output=True, text=True, check=True, timeout=300)
+        assert result.stdout.split() == ["False", "True"]

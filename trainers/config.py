@@ -35,6 +35,11 @@ def _fail(path: str, message: str) -> typing.NoReturn:
     raise ConfigError(f"{path}: {message}")
 
 
+def _check_range(path: str, name: str, value: float, low: float, high: float) -> None:
+    if not low <= value <= high:
+        _fail(f"{path}.{name}", f"must be in [{low}, {high}], got {value!r}")
+
+
 @dataclass
 class ModelConfig:
     """The policy network: an MLP torso shared by the actor heads and the critic head."""

@@ -27,7 +27,7 @@ def set_learning_rate(group: PolicyGroup, iteration: int, num_iterations: int) -
 
 
 def update(fabric, group: PolicyGroup, buf: RolloutBuffer, nvec) -> dict[str, torch.Tensor]:
-    """Train ``group`` on ``buf`` and return its learner statistics (device tensors)."""
+    """Train ``group`` on ``buf`` (unless it is frozen) and return its learner statistics (device)."""
     cfg = group.config
     advantages, returns = ppo.compute_gae(buf.rewards, buf.values, buf.next_value, buf.terminated,
                                           buf.done, cfg.gamma, cfg.gae_lambda)
@@ -39,7 +39,39 @@ def update(fabric, group: PolicyGroup, buf: RolloutBuffer, nvec) -> dict[str, to
         "advantages": advantages.reshape(-1),
         "returns": returns.reshape(-1),
         "valid": buf.valid.reshape(-1),
+        "rewards": buf.rewards.reshape(-1),
     }
+    result = _batch_statistics(data)
+    if group.optimizer is None:
+        nan = torch.tensor(float("nan"), device=data["valid"].device)
+        result.update({key: nan for key in _TRAIN_METRICS})
+    else:
+        result.update(_optimise(fabric, group, data, nvec))
+    return {key: result[key].float() for key in LEARNER_METRICS}
+
+
+_TRAIN_METRICS = ("cur_lr", "total_loss", "policy_loss", "value_loss", "entropy", "grad_norm",
+                  "approx_kl", "clip_fraction", "first_ratio_deviation")
+
+
+@torch.no_grad()
+def _batch_statistics(data: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    valid, rewards = data["valid"], data["rewards"]
+    return {
+        "explained_variance": ppo.explained_variance(data["values"], data["returns"], valid),
+        "value_mean": ppo.masked_mean(data["values"], valid),
+        "advantage_mean": ppo.masked_mean(data["advantages"], valid),
+        "norm_advantage_mean": ppo.masked_mean(ppo.normalize(data["advantages"], valid), valid),
+        "return_mean": ppo.masked_mean(data["returns"], valid),
+        "reward_mean": ppo.masked_mean(rewards, valid),
+        "reward_max": torch.where(valid > 0, rewards, -float("inf")).max(),
+        "reward_min": torch.where(valid > 0, rewards, float("inf")).min(),
+    }
+
+
+def _optimise(fabric, group: PolicyGroup, data: dict[str, torch.Tensor], nvec) -> dict[str, torch.Tensor]:
+    """PPO: ``update_epochs`` passes of ``num_minibatches`` shuffled minibatches; A2C: one full step."""
+    cfg = group.config
     size = data["valid"].shape[0]
     is_ppo = cfg.algorithm == "PPO"
     epochs, minibatches = (cfg.update_epochs, cfg.num_minibatches) if is_ppo else (1, 1)
@@ -47,10 +79,11 @@ def update(fabric, group: PolicyGroup, buf: RolloutBuffer, nvec) -> dict[str, to
     max_norm = cfg.max_grad_norm if cfg.clip_grad_norm else float("inf")
     sums: dict[str, torch.Tensor] = {}
     first_ratio_deviation = None
+    steps = 0
     for _ in range(epochs):
         order = torch.randperm(size, device=data["valid"].device) if minibatches > 1 else None
         for start in range(0, size, minibatch_size):
-            mb = {k: v[order[start:start + minibatch_size]] for k, v in data.items()} if order is not None else data
+            mb = data if order is None else {k: v[order[start:start + minibatch_size]] for k, v in data.items()}
             mask = mb["valid"]
             logits, new_values = group.model(mb["obs"])
             new_log_probs, entropy = log_prob_entropy(logits, mb["actions"], nvec)
@@ -66,31 +99,17 @@ def update(fabric, group: PolicyGroup, buf: RolloutBuffer, nvec) -> dict[str, to
                                               error_if_nonfinite=False)
             group.optimizer.step()
             if first_ratio_deviation is None:
-                with torch.no_grad():
-                    first_ratio_deviation = ppo.masked_mean(
-                        (new_log_probs - mb["log_probs"]).exp().sub(1.0).abs(), mask)
+                first_ratio_deviation = stats["max_ratio_deviation"]
             step_stats = {"total_loss": loss, "policy_loss": pg_loss, "value_loss": v_loss,
                           "entropy": entropy_mean, "grad_norm": grad_norm,
                           "approx_kl": stats["approx_kl"], "clip_fraction": stats["clip_fraction"]}
             for key, value in step_stats.items():
                 sums[key] = sums.get(key, 0.0) + value.detach().float()
-    steps = epochs * -(-size // minibatch_size)
-    valid = data["valid"]
+            steps += 1
     result = {key: value / steps for key, value in sums.items()}
-    with torch.no_grad():
-        result.update({
-            "cur_lr": torch.tensor(group.optimizer.param_groups[0]["lr"], device=valid.device),
-            "first_ratio_deviation": first_ratio_deviation,
-            "explained_variance": ppo.explained_variance(data["values"], data["returns"], valid),
-            "value_mean": ppo.masked_mean(data["values"], valid),
-            "advantage_mean": ppo.masked_mean(data["advantages"], valid),
-            "norm_advantage_mean": ppo.masked_mean(ppo.normalize(data["advantages"], valid), valid),
-            "return_mean": ppo.masked_mean(data["returns"], valid),
-            "reward_mean": ppo.masked_mean(buf.rewards.reshape(-1), valid),
-            "reward_max": torch.where(valid > 0, buf.rewards.reshape(-1), -float("inf")).max(),
-            "reward_min": torch.where(valid > 0, buf.rewards.reshape(-1), float("inf")).min(),
-        })
-    return {key: result[key].float() for key in LEARNER_METRICS}
+    result["first_ratio_deviation"] = first_ratio_deviation
+    result["cur_lr"] = torch.tensor(group.optimizer.param_groups[0]["lr"], device=data["valid"].device)
+    return result
 
 
 def action_std(buf: RolloutBuffer) -> torch.Tensor:

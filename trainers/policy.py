@@ -58,6 +58,15 @@ def split_logits(logits: torch.Tensor, nvec: Sequence[int]) -> tuple[torch.Tenso
     return tuple(torch.log_softmax(part, dim=-1) for part in logits.split(tuple(nvec), dim=-1))
 
 
+def log_prob(logits: torch.Tensor, actions: torch.Tensor, nvec: Sequence[int]) -> torch.Tensor:
+    """Joint log-probability [B] of ``actions`` [B, H] (sum over heads)."""
+    parts = split_logits(logits, nvec)
+    total = parts[0].gather(-1, actions[:, :1]).squeeze(-1)
+    for head in range(1, len(parts)):
+        total = total + parts[head].gather(-1, actions[:, head:head + 1]).squeeze(-1)
+    return total
+
+
 def log_prob_entropy(logits: torch.Tensor, actions: torch.Tensor,
                      nvec: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
     """Joint log-probability [B] of ``actions`` [B, H] and the joint entropy [B] (sums over heads)."""

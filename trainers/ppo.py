@@ -56,7 +56,9 @@ def policy_loss(new_log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantag
                 mask: torch.Tensor, clip_param: float, clipped: bool) -> tuple[torch.Tensor, dict]:
     """PPO's clipped surrogate (``clipped``) or the plain policy gradient (A2C), plus diagnostics.
 
-    Returns ``(loss, {"ratio_mean", "approx_kl", "clip_fraction"})``.
+    Returns ``(loss, {"max_ratio_deviation", "approx_kl", "clip_fraction"})``; the first is
+    max |ratio - 1| over the masked entries (0 on the first minibatch of an update: the old
+    log-probabilities were stored at rollout time by the same network).
     """
     log_ratio = new_log_prob - old_log_prob
     ratio = log_ratio.exp()
@@ -67,7 +69,7 @@ def policy_loss(new_log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantag
         surrogate = -advantages * new_log_prob
     with torch.no_grad():
         stats = {
-            "ratio_mean": masked_mean(ratio, mask),
+            "max_ratio_deviation": ((ratio - 1.0).abs() * mask).max(),
             "approx_kl": masked_mean((ratio - 1.0) - log_ratio, mask),
             "clip_fraction": masked_mean(((ratio - 1.0).abs() > clip_param).to(ratio.dtype), mask),
         }

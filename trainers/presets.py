@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import copy
 
+# Tuned for wall-clock on a small CPU, where every torch call costs microseconds whatever its size:
+# many envs with short rollouts (few step calls per sample), one full-batch minibatch (10 optimiser
+# steps per 512 samples), and SB3 rl-zoo's discounting (gamma 0.98, GAE lambda 0.8).
+# Stops at CartPole-v1's reward threshold (475, greedy evaluation every 2 iterations).
 CARTPOLE = dict(
     name="cartpole",
     env=dict(max_episode_steps=500),
     trainer=dict(
         num_envs=64,
-        train_batch_size=64 * 16,
+        train_batch_size=64 * 8,
         num_episodes=200,
-        total_timesteps=200_000,
+        total_timesteps=100_000,
         seed=1,
         accelerator="cpu",
         torch_threads=1,
@@ -23,21 +27,21 @@ CARTPOLE = dict(
         agent=dict(
             to_train=True,
             algorithm="PPO",
-            gamma=0.99,
-            lr=0.003,
-            gae_lambda=0.9,
+            gamma=0.98,
+            lr=0.002,
+            gae_lambda=0.8,
             vf_loss_coeff=0.5,
             entropy_coeff=0.0,
             clip_param=0.2,
-            update_epochs=4,
-            num_minibatches=2,
+            update_epochs=10,
+            num_minibatches=1,
             anneal_lr=True,
-            model=dict(type="fully_connected", fc_dims=[32, 32], model_ckpt_filepath=""),
+            model=dict(type="fully_connected", fc_dims=[64, 64], model_ckpt_filepath=""),
         ),
     ),
     saving=dict(metrics_log_freq=10, model_params_save_freq=100, basedir="experiments",
                 name="cartpole_ppo", tag="example"),
-    evaluation=dict(eval_freq=2, num_episodes=10, stop_value=None),
+    evaluation=dict(eval_freq=2, num_episodes=10, stop_value=475.0),
 )
 
 # The seed run config of the original framework's Tag notebook, verbatim, plus evaluation settings.

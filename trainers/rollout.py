@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
-from gpu_envs.trainers.policy import log_prob_entropy
+from gpu_envs.trainers.config import PolicyConfig
+from gpu_envs.trainers.policy import log_prob
 from gpu_envs.trainers.timing import PhaseTimer
 
 
@@ -20,7 +21,7 @@ class PolicyGroup:
     """A policy at run time: its config, network (possibly Fabric-wrapped), optimiser, agents."""
 
     tag: str
-    config: object  # PolicyConfig
+    config: PolicyConfig
     model: torch.nn.Module  # what to call (Fabric/DDP wrapper when trained)
     module: torch.nn.Module  # the plain network (state_dict, parameters)
     optimizer: object | None
@@ -107,13 +108,13 @@ class Collector:
                 buf.obs[t] = obs
                 buf.valid[t] = active[:, group.agents] & ~self.prev_done[:, None]
                 with timer.phase("policy_eval"):
-                    logits, value = group.model(obs.reshape(-1, self.game.obs_dim))
+                    logits, value = group.module(obs.reshape(-1, self.game.obs_dim))
                 with timer.phase("action_sampling"):
                     action = self.sampler(logits, nvec)
-                    log_prob, _ = log_prob_entropy(logits, action, nvec)
+                    log_probs = log_prob(logits, action, nvec)
                 shape = obs.shape[:2]
                 buf.values[t] = value.view(shape)
-                buf.log_probs[t] = log_prob.view(shape)
+                buf.log_probs[t] = log_probs.view(shape)
                 buf.actions[t] = action.view(*shape, -1)
                 self.actions[:, group.agents] = buf.actions[t]
             with timer.phase("env_step"):
@@ -129,7 +130,7 @@ class Collector:
             self.env_done[t] = self.prev_done
         with timer.phase("policy_eval"):
             for group in self.groups:
-                _, value = group.model(self.obs[:, group.agents].reshape(-1, self.game.obs_dim))
+                _, value = group.module(self.obs[:, group.agents].reshape(-1, self.game.obs_dim))
                 self.buffers[group.tag].next_value.copy_(value.view(self.obs.shape[0], -1))
         self._track_episodes()
         return self.buffers

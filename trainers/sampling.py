@@ -71,11 +71,15 @@ class NumbaSampler:
     def __init__(self, seed: int = 0):
         self.seed = np.uint64(seed)
         self.counter = 0
+        self._offsets: dict[tuple, np.ndarray] = {}
 
     def __call__(self, logits: torch.Tensor, nvec: Sequence[int]) -> torch.Tensor:
         if logits.device.type != "cpu":
             raise ValueError("the numba action sampler runs on the CPU only; use action_sampler='torch'")
-        offsets = np.concatenate([[0], np.cumsum(nvec)]).astype(np.int64)
+        key = tuple(nvec)
+        if key not in self._offsets:
+            self._offsets[key] = np.concatenate([[0], np.cumsum(key)]).astype(np.int64)
+        offsets = self._offsets[key]
         out = torch.empty((logits.shape[0], len(nvec)), dtype=torch.int64)
         _sample_kernel(logits.detach().contiguous().numpy(), offsets, self.seed,
                        np.uint64(self.counter), out.numpy())

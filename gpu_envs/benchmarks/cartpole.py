@@ -1,0 +1,354 @@
+"""CartPole-v1 env-steps/s of gpu_envs (CPU, CUDA) beside gymnasium's CartPoleVectorEnv and SyncVectorEnv.
+
+Every implementation is measured in this one process with the protocol of
+:mod:`gpu_envs.benchmarks.timing` (first call apart, warm-up, calibrated repeats, median), sizes
+interleaved so that all rows of a column see the same machine conditions. Actions are random and
+pre-generated (a pool of batches cycled through): torch int64 on the env's device for ours, NumPy
+for gymnasium, so action sampling is not timed. Ours returns fresh torch tensors every step, as a
+user gets them. gymnasium's SyncVectorEnv is a Python loop over envs and is skipped above
+``--sync-max-envs``.
+
+Also measured: the first step in a fresh Python process whose numba compile cache is warm (a
+subprocess imports gpu_envs, builds the env, resets and times one step; it runs twice, the first run
+fills the cache if it is cold).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from gpu_envs.benchmarks import timing
+
+DEFAULT_NUM_ENVS = "1,16,256,4096,16384,65536"
+ACTION_POOL = 64
+#: Env counts whose first step the fresh-process measurement times (serial and parallel CPU kernels).
+FIRST_STEP_NUM_ENVS = (16, 4096)
+FIRST_STEP_TARGET_S = 2.0
+NOISY_MARK = "†"
+
+
+@dataclass
+class Runner:
+    """One implementation at one size: ``call()`` steps every env once; ``close()`` frees it."""
+
+    call: Callable[[], object]
+    num_envs: int
+    sync: Callable[[], object] | None = None
+    close: Callable[[], object] = lambda: None
+    meta: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Impl:
+    """A row of the table: a name, how to build it at a size, and the largest size it runs at."""
+
+    key: str
+    label: str
+    build: Callable[[int, int], Runner]
+    max_envs: int | None = None
+    skip_reason: str = ""
+
+
+def cycle_pool(pool) -> Callable[[], object]:
+    """A function returning the pool's entries in turn, forever."""
+    index = [0]
+
+    def next_item():
+        item = pool[index[0]]
+        index[0] = (index[0] + 1) % len(pool)
+        return item
+
+    return next_item
+
+
+def gpu_envs_runner(device: str, dtype: str | None, validate_actions: bool = True,
+                    pool_size: int = ACTION_POOL) -> Callable[[int, int], Runner]:
+    """A builder of :class:`Runner` for our ``CartPoleVectorEnv`` (actions: torch int64 on the device)."""
+
+    def build(num_envs: int, seed: int) -> Runner:
+        import torch
+
+        from gpu_envs.cartpole import CartPoleVectorEnv
+
+        env = CartPoleVectorEnv(num_envs, device=device, dtype=dtype, validate_actions=validate_actions)
+        env.reset(seed=seed)
+        generator = torch.Generator(device=env.device).manual_seed(seed)
+        pool = torch.randint(0, 2, (pool_size, num_envs), generator=generator, dtype=torch.int64,
+                             device=env.device)
+        next_actions = cycle_pool(pool)
+        sync = torch.cuda.synchronize if env.device.type == "cuda" else None
+        return Runner(lambda: env.step(next_actions()), num_envs, sync, env.close,
+                      {"dtype": str(env.dtype).replace("torch.", ""), "device": str(env.device),
+                       "validate_actions": validate_actions})
+
+    return build
+
+
+def _gymnasium(mode: str) -> Callable[[int, int], Runner]:
+    def build(num_envs: int, seed: int) -> Runner:
+        import gymnasium as gym
+
+        env = gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode=mode)
+        env.reset(seed=seed)
+        pool = np.random.default_rng(seed).integers(0, 2, size=(ACTION_POOL, num_envs), dtype=np.int64)
+        next_actions = cycle_pool(pool)
+        return Runner(lambda: env.step(next_actions()), num_envs, None, env.close,
+                      {"vector_class": type(env.unwrapped).__name__})
+
+    return build
+
+
+def implementations(devices: list[str], dtype: str | None, sync_max_envs: int) -> list[Impl]:
+    """The rows to measure: ours on each device (default and validate_actions=False), then gymnasium."""
+    rows = []
+    for device in devices:
+        rows.append(Impl(f"gpu_envs_{device}", f"gpu_envs {device}", gpu_envs_runner(device, dtype, True)))
+        rows.append(Impl(f"gpu_envs_{device}_novalidate", f"gpu_envs {device}, validate_actions=False",
+                         gpu_envs_runner(device, dtype, False)))
+    rows.append(Impl("gym_vector", "gymnasium CartPoleVectorEnv (numpy)", _gymnasium("vector_entry_point")))
+    rows.append(Impl("gym_sync", "gymnasium SyncVectorEnv", _gymnasium("sync"),
+                     max_envs=sync_max_envs or None,
+                     skip_reason=f"Python loop over envs: skipped above {sync_max_envs} envs "
+                                 "(--sync-max-envs)"))
+    return rows
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``gpu-envs bench cartpole``."""
+    parser.add_argument("--num-envs", default=DEFAULT_NUM_ENVS,
+                        help=f"comma-separated batch sizes (default {DEFAULT_NUM_ENVS})")
+    parser.add_argument("--devices", default="cpu,cuda",
+                        help="devices for gpu_envs, comma-separated; cuda is skipped with a note when "
+                             "no GPU is usable (default cpu,cuda)")
+    parser.add_argument("--dtype", choices=("float32", "float64"), default=None,
+                        help="state dtype of gpu_envs (default: float64 on cpu, float32 on cuda)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed repeats behind each median (3)")
+    parser.add_argument("--target-seconds", type=float, default=1.0, help="length of one repeat (1.0)")
+    parser.add_argument("--warmup-seconds", type=float, default=0.5, help="minimum warm-up (0.5)")
+    parser.add_argument("--wait-quiet", type=float, default=10.0,
+                        help="seconds to wait before a repeat for other processes to go quiet (10)")
+    parser.add_argument("--extra-attempts", type=int, default=3,
+                        help="retries for repeats disturbed by other processes (3)")
+    parser.add_argument("--sync-max-envs", type=int, default=4096,
+                        help="largest size for gymnasium's SyncVectorEnv, 0 = no limit (4096)")
+    parser.add_argument("--skip-first-step", action="store_true",
+                        help="do not measure the first step of a fresh process")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: 2 repeats of 0.05 s, 0.05 s warm-up, no waiting for quiet")
+    parser.add_argument("--seed", type=int, default=0, help="seed of envs and action pools (0)")
+    parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
+                        help="write every record as JSON to PATH ('-' or no value: stdout; the table "
+                             "then goes to stderr)")
+
+
+def _timing_options(args) -> dict:
+    if args.quick:
+        return dict(repeats=2, target_seconds=0.05, warmup_seconds=0.05, wait_quiet_seconds=0.0,
+                    extra_attempts=0)
+    return dict(repeats=args.repeats, target_seconds=args.target_seconds,
+                warmup_seconds=args.warmup_seconds, wait_quiet_seconds=args.wait_quiet,
+                extra_attempts=args.extra_attempts)
+
+
+def _parse_sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise SystemExit(f"--num-envs must be comma-separated integers, got {text!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise SystemExit(f"--num-envs needs sizes >= 1, got {text!r}")
+    return sizes
+
+
+def _usable_devices(requested: str, notes: list[str]) -> list[str]:
+    from gpu_envs.devices import cuda_available
+
+    devices = []
+    for device in (d.strip() for d in requested.split(",") if d.strip()):
+        if device.startswith("cuda") and not cuda_available():
+            notes.append(f"{device}: skipped, no usable CUDA GPU on this machine")
+            continue
+        if device != "cpu" and not device.startswith("cuda"):
+            raise SystemExit(f"--devices accepts cpu and cuda[:N], got {device!r}")
+        devices.append(device)
+    return devices
+
+
+def machine_info() -> dict:
+    """CPU model and count, load average, library versions and thread counts of this run."""
+    import gymnasium
+    import numba
+    import torch
+
+    info = {"python": platform.python_version(), "platform": platform.platform(),
+            "cpu_count": os.cpu_count(), "numpy": np.__version__, "torch": torch.__version__,
+            "numba": numba.__version__, "gymnasium": gymnasium.__version__,
+            "torch_threads": torch.get_num_threads(), "numba_threads": numba.get_num_threads()}
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            info["cpu_model"] = next(line.split(":", 1)[1].strip() for line in cpuinfo
+                                     if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    if hasattr(os, "getloadavg"):
+        info["load_average"] = os.getloadavg()
+    return info
+
+
+def measure_throughput(impls: list[Impl], sizes: list[int], seed: int, options: dict,
+                       log: Callable[[str], None]) -> list[dict]:
+    """One record per (implementation, size), sizes in the outer loop."""
+    records = []
+    for num_envs in sizes:
+        for impl in impls:
+            record = {"kind": "throughput", "impl": impl.key, "label": impl.label, "num_envs": num_envs}
+            if impl.max_envs is not None and num_envs > impl.max_envs:
+                records.append({**record, "kind": "skipped", "reason": impl.skip_reason})
+                continue
+            runner = impl.build(num_envs, seed)
+            try:
+                result = timing.measure(runner.call, runner.num_envs, runner.sync, **options)
+            finally:
+                runner.close()
+            records.append({**record, **runner.meta, **result.to_dict()})
+            log(f"{impl.label:45s} N={num_envs:<7d} {timing.format_rate(result.env_steps_per_s):>7s} "
+                f"env-steps/s{' (noisy)' if result.noisy else ''}")
+    return records
+
+
+_FIRST_STEP_SCRIPT = textwrap.dedent("""
+    import json, sys, time
+    start = time.perf_counter()
+    import torch
+    import gpu_envs
+    imported = time.perf_counter() - start
+    out = {"import_s": imported, "steps": []}
+    for num_envs in json.loads(sys.argv[2]):
+        start = time.perf_counter()
+        env = gpu_envs.CartPoleVectorEnv(num_envs, device=sys.argv[1])
+        env.reset(seed=0)
+        ready = time.perf_counter() - start
+        actions = torch.zeros(num_envs, dtype=torch.int64, device=env.device)
+        start = time.perf_counter()
+        env.step(actions)
+        if env.device.type == "cuda":
+            torch.cuda.synchronize()
+        out["steps"].append({"num_envs": num_envs, "make_and_reset_s": ready,
+                             "first_step_s": time.perf_counter() - start})
+    print(json.dumps(out))
+""")
+
+
+def measure_first_step(device: str, runs: int = 2) -> list[dict]:
+    """First step of a fresh process, ``runs`` times in a row (the first may fill the compile cache)."""
+    records = []
+    for run in range(1, runs + 1):
+        done = subprocess.run([sys.executable, "-c", _FIRST_STEP_SCRIPT, device,
+                               json.dumps(list(FIRST_STEP_NUM_ENVS))],
+                              capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            raise RuntimeError(f"first-step subprocess failed ({done.returncode}):\n{done.stderr[-2000:]}")
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        for step in result["steps"]:
+            records.append({"kind": "first_step", "device": device, "run": run,
+                            "import_s": result["import_s"], **step})
+    return records
+
+
+def _cell(record: dict) -> str:
+    if record["kind"] == "skipped":
+        return "skipped"
+    return timing.format_rate(record["env_steps_per_s"]) + (NOISY_MARK if record["noisy"] else "")
+
+
+def format_table(records: list[dict], sizes: list[int], notes: list[str]) -> str:
+    """The throughput table (rows: implementations, columns: sizes) plus ratio rows and notes."""
+    by_key: dict[str, dict[int, dict]] = {}
+    labels: dict[str, str] = {}
+    for record in records:
+        if record["kind"] in ("throughput", "skipped"):
+            by_key.setdefault(record["impl"], {})[record["num_envs"]] = record
+            labels[record["impl"]] = record["label"]
+    header = ["env-steps/s"] + [f"N={n}" for n in sizes] + ["first call (s)"]
+    rows = []
+    for key, cells in by_key.items():
+        firsts = [r["first_call_s"] for r in cells.values() if r["kind"] == "throughput"]
+        rows.append([labels[key]] + [_cell(cells[n]) if n in cells else "" for n in sizes]
+                    + [f"{max(firsts):.2f}" if firsts else ""])
+    reference = by_key.get("gym_vector", {})
+    for key, cells in by_key.items():
+        if not key.startswith("gpu_envs") or not reference:
+            continue
+        ratios = []
+        for n in sizes:
+            ours, theirs = cells.get(n), reference.get(n)
+            ok = ours and theirs and ours["kind"] == theirs["kind"] == "throughput"
+            ratios.append(f"{ours['env_steps_per_s'] / theirs['env_steps_per_s']:.2f}x" if ok else "")
+        rows.append([f"ratio {labels[key]} / gymnasium CartPoleVectorEnv"] + ratios + [""])
+    lines = [timing.markdown_table(header, rows)]
+    if any(NOISY_MARK in cell for row in rows for cell in row):
+        lines.append(f"\n{NOISY_MARK} other processes used >= {timing.NOISY_THRESHOLD:.0%} of the CPUs "
+                     "during a repeat behind this median (shared machine): treat it as a lower bound.")
+    skipped = {r["reason"] for r in records if r["kind"] == "skipped"}
+    lines += [f"\nskipped: {reason}" for reason in sorted(skipped)]
+    lines += [f"\nnote: {note}" for note in notes]
+    first_steps = [r for r in records if r["kind"] == "first_step"]
+    if first_steps:
+        lines.append("\n" + format_first_steps(first_steps))
+    return "\n".join(lines)
+
+
+def format_first_steps(records: list[dict]) -> str:
+    """Table of the fresh-process first-step measurements."""
+    header = ["fresh process", "device", "N", "import gpu_envs (s)", "make + reset (s)", "first step (s)"]
+    rows = []
+    for r in records:
+        verdict = "" if r["first_step_s"] < FIRST_STEP_TARGET_S else f" (over the {FIRST_STEP_TARGET_S:g} s target)"
+        rows.append([f"run {r['run']}" + (" (may fill the cache)" if r["run"] == 1 else " (warm cache)"),
+                     r["device"], str(r["num_envs"]), f"{r['import_s']:.2f}",
+                     f"{r['make_and_reset_s']:.3f}", f"{r['first_step_s']:.3f}{verdict}"])
+    return timing.markdown_table(header, rows)
+
+
+def run(args) -> int:
+    """Entry point of ``gpu-envs bench cartpole``."""
+    to_stdout = args.json == "-"
+    out = sys.stderr if to_stdout else sys.stdout
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    sizes = _parse_sizes(args.num_envs)
+    notes: list[str] = []
+    devices = _usable_devices(args.devices, notes)
+    impls = implementations(devices, args.dtype, args.sync_max_envs)
+    started = datetime.datetime.now().astimezone()
+    info = machine_info()
+    records = measure_throughput(impls, sizes, args.seed, _timing_options(args), log)
+    if not args.skip_first_step:
+        for device in devices:
+            records += measure_first_step(device)
+    table = format_table(records, sizes, notes)
+    print(table, file=out, flush=True)
+    if args.json is not None:
+        document = {"benchmark": "cartpole", "date": started.isoformat(timespec="seconds"),
+                    "command": sys.argv, "settings": {k: v for k, v in vars(args).items() if k != "func"},
+                    "machine": info, "notes": notes, "records": records}
+        text = json.dumps(document, indent=1, default=str)
+        if to_stdout:
+            print(text, flush=True)
+        else:
+            with open(args.json, "w") as handle:
+                handle.write(text + "\n")
+    return 0

@@ -1,0 +1,204 @@
+"""`gpu-envs bench cartpole` and `gpu-envs device-check`: records, tables, protocol and failure modes.
+
+No timed assertions: the machines are shared. The device-check parity machinery is exercised with
+the CPU as both reference and candidate (exact agreement), and with a deliberately different
+candidate (must be reported as a failure).
+"""
+
+import json
+import statistics
+
+import pytest
+import torch
+
+from gpu_envs import CartPoleVectorEnv
+from gpu_envs.benchmarks import cartpole as bench
+from gpu_envs.benchmarks import timing
+from gpu_envs.cli import build_parser, main
+from gpu_envs.commands import device_check as dc
+from gpu_envs.devices import cuda_available
+
+
+def _run_bench(capsys, *extra):
+    code = main(["bench", "cartpole", "--quick", "--num-envs", "1,16", "--devices", "cpu",
+                 "--skip-first-step", "--json", "-", *extra])
+    captured = capsys.readouterr()
+    assert code == 0
+    return json.loads(captured.out), captured.err
+
+
+def test_bench_cartpole_quick_writes_well_formed_records(capsys):
+    document, err = _run_bench(capsys)
+    assert document["benchmark"] == "cartpole"
+    assert document["machine"]["cpu_count"] >= 1
+    throughput = [r for r in document["records"] if r["kind"] == "throughput"]
+    keys = {(r["impl"], r["num_envs"]) for r in throughput}
+    expected = {(impl, n) for impl in ("gpu_envs_cpu", "gpu_envs_cpu_novalidate", "gym_vector", "gym_sync")
+                for n in (1, 16)}
+    assert keys == expected
+    for record in throughput:
+        assert record["env_steps_per_s"] > 0
+        assert len(record["repeat_rates"]) == 2
+        assert record["env_steps_per_s"] == pytest.approx(statistics.median(record["repeat_rates"]))
+        assert record["warmup_calls"] >= 2
+        assert record["first_call_s"] >= 0
+        assert isinstance(record["noisy"], bool)
+        assert record["steps_per_call"] == record["num_envs"]
+    ours = [r for r in throughput if r["impl"] == "gpu_envs_cpu"]
+    assert {r["dtype"] for r in ours} == {"float64"}
+    # The table goes to stderr when the JSON takes stdout, with the ratio rows.
+    assert "| gymnasium CartPoleVectorEnv (numpy) |" in err
+    assert "ratio gpu_envs cpu / gymnasium CartPoleVectorEnv" in err
+
+
+def test_bench_cartpole_skips_sync_vector_env_above_the_limit(capsys):
+    document, err = _run_bench(capsys, "--sync-max-envs", "8", "--dtype", "float32")
+    skipped = [r for r in document["records"] if r["kind"] == "skipped"]
+    assert [(r["impl"], r["num_envs"]) for r in skipped] == [("gym_sync", 16)]
+    assert "skipped above 8 envs" in err
+    assert {r["dtype"] for r in document["records"] if r["impl"] == "gpu_envs_cpu" and "dtype" in r} == {"float32"}
+
+
+def test_bench_cartpole_rejects_bad_sizes_and_devices():
+    with pytest.raises(SystemExit, match="num-envs"):
+        main(["bench", "cartpole", "--quick", "--num-envs", "1,x"])
+    with pytest.raises(SystemExit, match="devices"):
+        main(["bench", "cartpole", "--quick", "--num-envs", "1", "--devices", "tpu"])
+
+
+def test_first_step_of_a_fresh_process_is_reported():
+    records = bench.measure_first_step("cpu", runs=1)
+    assert [r["num_envs"] for r in records] == list(bench.FIRST_STEP_NUM_ENVS)
+    for record in records:
+        assert record["kind"] == "first_step" and record["run"] == 1
+        assert record["first_step_s"] > 0 and record["import_s"] > 0
+    table = bench.format_first_steps(records)
+    assert "first step (s)" in table and "| cpu | 16 |" in table
+
+
+def test_format_table_marks_noisy_cells_and_skips():
+    base = dict(kind="throughput", noisy=False, first_call_s=0.5)
+    records = [
+        dict(base, impl="gpu_envs_cpu", label="ours", num_envs=1, env_steps_per_s=3e6, noisy=True),
+        dict(base, impl="gym_vector", label="gym", num_envs=1, env_steps_per_s=1e6),
+        dict(kind="skipped", impl="gym_sync", label="sync", num_envs=1, reason="too slow"),
+    ]
+    table = bench.format_table(records, [1], ["a note"])
+    assert "| ours | 3M† | 0.50 |" in table
+    assert "| ratio ours / gymnasium CartPoleVectorEnv | 3.00x |  |" in table
+    assert "| sync | skipped |  |" in table
+    assert "skipped: too slow" in table and "note: a note" in table and "†" in table.split("\n\n")[1]
+
+
+def test_measure_follows_the_protocol():
+    calls, syncs = [], []
+    result = timing.measure(lambda: calls.append(1), 10, lambda: syncs.append(1), repeats=3,
+                            target_seconds=0.01, warmup_seconds=0.01, warmup_calls=5)
+    assert result.warmup_calls >= 5
+    assert len(result.chosen) == 3 and len(result.attempts) == 3
+    assert result.env_steps_per_s == statistics.median(result.repeat_rates)
+    assert len(calls) == 1 + result.warmup_calls + 3 * result.calls_per_repeat
+    assert len(syncs) == 1 + 1 + 3  # after the first call, the warm-up and each repeat
+    assert result.to_dict()["steps_per_call"] == 10
+    with pytest.raises(ValueError):
+        timing.measure(lambda: None, 0)
+
+
+def test_background_load_is_a_fraction_or_unknown():
+    monitor = timing.BackgroundLoad()
+    monitor.start()
+    sum(range(100_000))
+    load = monitor.stop()
+    assert load is None or 0.0 <= load <= 1.5
+
+
+def test_format_rate():
+    assert [timing.format_rate(v) for v in (12.0, 1234.0, 1.5e6, 2e9)] == ["12", "1.23k", "1.5M", "2G"]
+
+
+# ------------------------------------------------------------------------------------ device-check
+@pytest.mark.skipif(cuda_available(), reason="this machine has a GPU")
+def test_device_check_without_gpu_exits_nonzero_with_a_message(capsys):
+    assert main(["device-check"]) == dc.NO_GPU_EXIT
+    assert "no usable CUDA GPU" in capsys.readouterr().err
+
+
+def test_device_check_arguments():
+    args = build_parser().parse_args(["device-check", "--cartpole-log2", "3:5", "--json"])
+    assert args.cartpole_log2 == range(3, 6) and args.tag_log2 == range(6, 13)
+    assert args.json == "-" and args.func is dc.run
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["device-check", "--cartpole-log2", "5:3"])
+    args = build_parser().parse_args(["device-check", "--skip-throughput"])
+    plan = dc.plan(args)
+    assert len(plan) == 4 + (1 if dc.tag_available() else 0)  # 2 dtypes x 2 autoreset modes (+ Tag)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+def test_cartpole_parity_of_identical_backends_passes(dtype, mode):
+    row = dc.cartpole_parity("cpu", dtype=dtype, autoreset_mode=mode, num_envs=16, steps=120,
+                             max_episode_steps=20)
+    assert row.status == "PASS", row.result
+    assert row.record["diverged_envs"] == 0
+    assert set(row.record["max_abs_diff"].values()) == {0.0}
+
+
+def _recorded_pair(**candidate_kwargs):
+    envs = []
+    for kwargs in ({}, candidate_kwargs):
+        env = dc._Recorded(CartPoleVectorEnv(8, max_episode_steps=30, **kwargs))
+        env.reset(seed=3)
+        envs.append(env)
+    return envs
+
+
+def _random_actions(num_envs):
+    generator = torch.Generator().manual_seed(0)
+    return lambda _: torch.randint(0, 2, (num_envs,), generator=generator)
+
+
+def test_parity_reports_integer_mismatch_as_failure():
+    reference, candidate = _recorded_pair(sutton_barto_reward=True)  # rewards differ from step 1
+    parity = dc.compare_envs(reference, candidate, 5, _random_actions(8), dc._cartpole_snapshot,
+                             dc._cartpole_margin, 1e-10)
+    assert parity.diverged_envs == 8 and parity.first_divergence_step == 1
+    assert parity.rounding_flips == 0
+    assert parity.status(1e-10) == "FAIL"
+
+
+def test_parity_reports_float_drift_as_failure():
+    reference, candidate = _recorded_pair()
+    candidate.env.state = candidate.env.state + 1e-7
+    parity = dc.compare_envs(reference, candidate, 3, _random_actions(8), dc._cartpole_snapshot,
+                             dc._cartpole_margin, 1e-10)
+    assert parity.max_abs_diff["state"] >= 1e-7
+    assert parity.status(1e-10) == "FAIL"
+    assert parity.status(1e-3) in ("PASS", "WARN")
+
+
+def test_parity_status_rules():
+    parity = dc.Parity(num_envs=10, steps=5, max_abs_diff={"obs": 1e-6})
+    assert parity.status(1e-5) == "PASS" and parity.status(1e-7) == "FAIL"
+    parity.diverged_envs, parity.rounding_flips = 2, 2
+    assert parity.status(1e-5) == "WARN"
+    parity.diverged_envs = 3
+    assert parity.status(1e-5) == "FAIL"
+
+
+def test_device_check_table_and_exit_status():
+    rows = [dc.Row("cartpole parity", "float64", "max |diff| 0", "PASS"),
+            dc.Row("cartpole throughput", "2^10 envs", "1M env-steps/s")]
+    table = dc.format_table(rows)
+    assert table.splitlines()[0] == "| check | setting | result | status |"
+    assert "| cartpole throughput | 2^10 envs | 1M env-steps/s |  |" in table
+    assert dc.exit_status(rows) == 0
+    assert dc.exit_status(rows + [dc.Row("tag parity", "", "", "FAIL")]) == dc.FAIL_EXIT
+
+
+@pytest.mark.skipif(not dc.tag_available(), reason="gpu_envs.tag is not importable")
+def test_tag_parity_and_throughput_rows_on_cpu():
+    row = dc.tag_parity("cpu", num_envs=2, steps=12)
+    assert row.status == "PASS", row.result
+    rows = dc.tag_throughput("cpu", range(0, 1), dict(repeats=1, target_seconds=0.01, warmup_seconds=0.0))
+    assert rows[0].record["agents_per_env"] == 105 and "agent-steps/s" in rows[0].result

@@ -1,0 +1,172 @@
+"""PPO/A2C pieces against hand-computed values, and the rollout's NEXT_STEP bootstrap on CartPole."""
+
+import math
+
+import pytest
+import torch
+
+from gpu_envs.trainers import ppo
+from gpu_envs.trainers.config import ModelConfig, PolicyConfig
+from gpu_envs.trainers.games import CartPoleGame
+from gpu_envs.trainers.learner import update
+from gpu_envs.trainers.policy import ActorCritic, log_prob_entropy
+from gpu_envs.trainers.rollout import Collector, PolicyGroup
+from gpu_envs.trainers.sampling import NumbaSampler, TorchSampler
+from gpu_envs.trainers.timing import PhaseTimer
+
+REWARDS = torch.tensor([[1.0], [1.0], [1.0]])
+VALUES = torch.tensor([[0.5], [0.6], [0.7]])
+NEXT_VALUE = torch.tensor([0.8])
+
+
+def _gae(terminated, done):
+    return ppo.compute_gae(REWARDS, VALUES, NEXT_VALUE, torch.tensor(terminated).view(3, 1),
+                           torch.tensor(done).view(3, 1), gamma=0.9, gae_lambda=0.8)
+
+
+def test_gae_without_episode_end():
+    adv, ret = _gae([0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
+    # deltas: 1 + .9*.6 - .5 = 1.04, 1 + .9*.7 - .6 = 1.03, 1 + .9*.8 - .7 = 1.02; lambda*gamma = .72
+    a2 = 1.02
+    a1 = 1.03 + 0.72 * a2
+    a0 = 1.04 + 0.72 * a1
+    torch.testing.assert_close(adv.flatten(), torch.tensor([a0, a1, a2]))
+    torch.testing.assert_close(ret, adv + VALUES)
+
+
+def test_gae_termination_does_not_bootstrap():
+    adv, _ = _gae([0.0, 1.0, 0.0], [0.0, 1.0, 0.0])
+    # step 1 ends by a rule: delta = 1 - .6 = .4 and the trace stops there.
+    torch.testing.assert_close(adv.flatten(), torch.tensor([1.04 + 0.72 * 0.4, 0.4, 1.02]))
+
+
+def test_gae_truncation_bootstraps_from_final_observation_value():
+    adv, _ = _gae([0.0, 0.0, 0.0], [0.0, 1.0, 0.0])
+    # step 1 is cut by the time limit: delta = 1 + .9 * V(final obs) - .6 with V(final obs) = values[2].
+    torch.testing.assert_close(adv.flatten(), torch.tensor([1.04 + 0.72 * 1.03, 1.03, 1.02]))
+
+
+def test_clipped_surrogate_by_hand():
+    new = torch.log(torch.tensor([1.5, 1.5, 0.5, 1.1]))
+    old = torch.zeros(4)
+    adv = torch.tensor([1.0, -1.0, 1.0, 2.0])
+    loss, stats = ppo.policy_loss(new, old, adv, torch.ones(4), clip_param=0.2, clipped=True)
+    # per entry: max(-A r, -A clip(r)): -1.2, 1.5, -0.5, -2.2
+    assert loss.item() == pytest.approx((-1.2 + 1.5 - 0.5 - 2.2) / 4)
+    assert stats["clip_fraction"].item() == pytest.approx(0.75)
+    assert stats["max_ratio_deviation"].item() == pytest.approx(0.5)
+
+
+def test_a2c_loss_is_plain_policy_gradient():
+    new = torch.tensor([-0.5, -2.0])
+    loss, _ = ppo.policy_loss(new, new.detach(), torch.tensor([2.0, -1.0]), torch.ones(2), 0.2, clipped=False)
+    assert loss.item() == pytest.approx((2.0 * 0.5 + -1.0 * 2.0) / 2)
+
+
+def test_value_clipping_by_hand():
+    new, old, ret = torch.tensor([2.0, 0.5]), torch.tensor([1.0, 1.0]), torch.tensor([0.0, 2.0])
+    # entry 0: max((2-0)^2, (1.2-0)^2) = 4 ; entry 1: max((0.5-2)^2, (0.8-2)^2) = 2.25
+    clipped = ppo.value_loss(new, old, ret, torch.ones(2), clip_param=0.2, clip_vloss=True)
+    assert clipped.item() == pytest.approx(0.5 * (4.0 + 2.25) / 2)
+    plain = ppo.value_loss(new, old, ret, torch.ones(2), clip_param=0.2, clip_vloss=False)
+    assert plain.item() == pytest.approx(0.5 * (4.0 + 2.25) / 2)
+    new = torch.tensor([1.5])
+    assert ppo.value_loss(new, torch.tensor([1.0]), torch.tensor([1.5]), torch.ones(1), 0.2, True).item() == \
+        pytest.approx(0.5 * 0.3 ** 2)
+
+
+def test_masked_entries_do_not_count():
+    mask = torch.tensor([1.0, 1.0, 0.0])
+    adv = torch.tensor([1.0, 3.0, 1000.0])
+    assert ppo.masked_mean(adv, mask).item() == pytest.approx(2.0)
+    assert ppo.masked_std(adv, mask).item() == pytest.approx(math.sqrt(2.0))
+    new = torch.zeros(3, requires_grad=True)
+    loss, _ = ppo.policy_loss(new, torch.zeros(3), adv, mask, 0.2, clipped=True)
+    loss.backward()
+    assert new.grad[2].item() == 0.0 and new.grad[0].item() != 0.0
+
+
+def test_explained_variance():
+    returns = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    assert ppo.explained_variance(returns, returns, torch.ones(4)).item() == pytest.approx(1.0)
+    assert ppo.explained_variance(torch.zeros(4), returns, torch.ones(4)).item() == pytest.approx(0.0, abs=1e-6)
+    # residuals [0, 1, 0, 1]: variance 1/3 against variance 5/3 of the returns
+    values = returns - torch.tensor([0.0, 1.0, 0.0, 1.0])
+    assert ppo.explained_variance(values, returns, torch.ones(4)).item() == pytest.approx(1.0 - (1 / 3) / (5 / 3))
+
+
+def test_log_prob_and_entropy_of_multidiscrete_heads():
+    logits = torch.tensor([[0.0, 0.0, 1.0, 2.0, 3.0]])
+    logp, ent = log_prob_entropy(logits, torch.tensor([[1, 2]]), (2, 3))
+    p2 = torch.softmax(torch.tensor([1.0, 2.0, 3.0]), 0)
+    assert logp.item() == pytest.approx(math.log(0.5) + math.log(p2[2].item()), rel=1e-6)
+    assert ent.item() == pytest.approx(math.log(2) - (p2 * p2.log()).sum().item(), rel=1e-6)
+
+
+@pytest.mark.parametrize("kind", [TorchSampler, NumbaSampler])
+def test_samplers_follow_the_probabilities(kind):
+    torch.manual_seed(0)
+    logits = torch.log(torch.tensor([[0.2, 0.8, 0.5, 0.25, 0.25]])).repeat(20000, 1)
+    actions = kind(3)(logits, (2, 3))
+    assert actions.shape == (20000, 2) and actions.dtype == torch.int64
+    assert actions[:, 0].float().mean().item() == pytest.approx(0.8, abs=0.02)
+    assert (actions[:, 1] == 0).float().mean().item() == pytest.approx(0.5, abs=0.02)
+    assert int(actions.min()) >= 0 and int(actions[:, 1].max()) <= 2
+
+
+def _cartpole_collector(max_episode_steps, steps, envs=4):
+    torch.manual_seed(0)
+    game = CartPoleGame(envs, torch.device("cpu"), {"max_episode_steps": max_episode_steps})
+    cfg = PolicyConfig(update_epochs=2, num_minibatches=2, model=ModelConfig(fc_dims=[8]))
+    module = ActorCritic(4, (2,), cfg.model)
+    group = PolicyGroup("agent", cfg, module, module, torch.optim.Adam(module.parameters(), lr=1e-3, eps=1e-5),
+                        slice(0, 1), 1)
+    collector = Collector(game, [group], steps, TorchSampler(0), PhaseTimer(torch.device("cpu")))
+    collector.reset(seed=0)
+    return collector, group
+
+
+def test_rollout_bootstraps_truncation_from_final_obs_and_masks_reset_step():
+    collector, group = _cartpole_collector(max_episode_steps=5, steps=12)
+    buf = collector.collect()["agent"]
+    # 5-step episodes cannot fail: every env truncates at steps 4 and 10, resets at 5 and 11.
+    done = buf.done[:, :, 0]
+    assert done[4].all() and done[10].all() and done.sum() == 2 * 4
+    assert buf.terminated.sum() == 0
+    assert (buf.valid[[5, 11], :, 0] == 0).all() and buf.valid.sum() == 10 * 4
+    # The obs stored at the reset step is the finished episode's final obs, and its value was computed
+    # on it: that value is the bootstrap of the truncated step.
+    with torch.no_grad():
+        _, v = group.module(buf.obs[5, :, 0])
+    torch.testing.assert_close(buf.values[5, :, 0], v)
+    adv, _ = ppo.compute_gae(buf.rewards, buf.values, buf.next_value, buf.terminated, buf.done, 0.99, 0.95)
+    torch.testing.assert_close(adv[4], buf.rewards[4] + 0.99 * buf.values[5] - buf.values[4])
+    stats = collector.episode_stats(group)
+    assert stats["episode_count"].item() == 8 and stats["return_sum"].item() == 8 * 5.0
+    assert stats["length_sum"].item() == 8 * 5.0
+
+
+def test_rollout_termination_ends_episode_without_bootstrap():
+    collector, _ = _cartpole_collector(max_episode_steps=500, steps=40)
+    buf = collector.collect()["agent"]
+    # random actions end CartPole episodes by termination well within 40 steps
+    assert buf.terminated.sum() > 0
+    torch.testing.assert_close(buf.terminated, buf.done)
+
+
+def test_first_minibatch_ratio_is_one_and_update_changes_weights():
+    collector, group = _cartpole_collector(max_episode_steps=500, steps=16)
+    buf = collector.collect()["agent"]
+    before = [p.detach().clone() for p in group.module.parameters()]
+
+    class NoFabric:
+        backward = staticmethod(lambda loss: loss.backward())
+
+        @staticmethod
+        def clip_gradients(module, optimizer, max_norm, error_if_nonfinite):
+            return torch.nn.utils.clip_grad_norm_(module.parameters(), max_norm)
+
+    stats = update(NoFabric, group, buf, (2,))
+    assert stats["first_ratio_deviation"].item() < 1e-6
+    assert stats["approx_kl"].item() > 0.0  # later minibatches see the updated weights
+    assert any(not torch.equal(a, b) for a, b in zip(before, group.module.parameters()))
