@@ -1,0 +1,154 @@
+"""TorchRL ``EnvBase`` classes for CartPole and Tag (optional extra ``torchrl``).
+
+Both are native TorchRL envs with ``batch_size=[num_envs]`` on the env's device: the tensors our
+batched envs return go into the TensorDicts as they are (team views for Tag), with no host copy.
+TorchRL resets finished envs itself (``rollout``, collectors): the underlying env runs with
+``autoreset_mode=DISABLED`` and ``reset`` honours the ``"_reset"`` mask ([num_envs, 1] bool) as a
+partial reset of the masked envs only.
+
+- ``CartPoleTorchRLEnv``: ``"observation"`` [E, 4] float32, ``"action"`` [E] int64 in {0, 1},
+  ``"reward"`` [E, 1], ``"done"``/``"terminated"``/``"truncated"`` [E, 1] bool.
+- ``TagTorchRLEnv``: the groups ``"tagger"`` and ``"runner"`` with the agent dimension after the
+  batch dimension: ``(group, "observation")`` [E, n_group, obs_dim], ``(group, "active")``
+  [E, n_group] bool (the agent is in the game), ``(group, "action")`` [E, n_group, 2] int64
+  (acceleration index, turn index), ``(group, "reward")`` [E, n_group, 1]; the done flags are
+  shared by the game at the root, [E, 1].
+
+``set_seed(s)`` applies at the next reset: env ``i`` gets the seed ``s + i``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from gymnasium.vector import AutoresetMode
+
+try:
+    from tensordict import TensorDict, TensorDictBase
+    from torchrl.data import Categorical, Composite, MultiCategorical, Unbounded
+    from torchrl.envs import EnvBase
+except ImportError as error:  # pragma: no cover - depends on the installation
+    raise ImportError("gpu_envs.torchrl_envs needs torchrl: pip install 'gpu-envs[torchrl]'") from error
+
+from gpu_envs.cartpole import CartPoleVectorEnv
+from gpu_envs.tag import TEAMS, TagEnv
+
+
+class _BatchedTorchRLEnv(EnvBase):
+    """What the two envs share: the batched env underneath, seeding, the reset mask, done specs."""
+
+    def __init__(self, batched_env: CartPoleVectorEnv | TagEnv):
+        self.batched_env = batched_env
+        super().__init__(device=batched_env.device, batch_size=torch.Size([batched_env.num_envs]))
+        self._next_seed: int | None = None
+        done = Categorical(2, shape=(*self.batch_size, 1), dtype=torch.bool, device=self.device)
+        self.full_done_spec = Composite(done=done, terminated=done.clone(), truncated=done.clone(),
+                                        shape=self.batch_size, device=self.device)
+
+    def _set_seed(self, seed: int | None) -> None:
+        self._next_seed = seed
+
+    def _reset_batched_env(self, tensordict: TensorDictBase | None):
+        """Reset the batched env (only the envs of ``tensordict["_reset"]`` when it is given)."""
+        reset = None if tensordict is None else tensordict.get("_reset", None)
+        options = None if reset is None else {"reset_mask": reset.reshape(self.batch_size)}
+        seed, self._next_seed = self._next_seed, None
+        return self.batched_env.reset(seed=seed, options=options)
+
+    def _done_entries(self, terminated: torch.Tensor, truncated: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"done": (terminated | truncated).unsqueeze(-1), "terminated": terminated.unsqueeze(-1),
+                "truncated": truncated.unsqueeze(-1)}
+
+    def to(self, device) -> EnvBase:
+        """The env itself when ``device`` is its own; the kernels cannot move, so others raise."""
+        target = torch.device(device)
+        if target.type != self.device.type or target.index not in (None, self.device.index):
+            raise ValueError(f"this env lives on {self.device}; build a new one with device={str(device)!r}")
+        return self
+
+    def close(self, *, raise_if_closed: bool = True) -> None:
+        """Release the batched env's device buffers."""
+        if not self.is_closed:
+            self.batched_env.close()
+        super().close(raise_if_closed=raise_if_closed)
+
+
+class CartPoleTorchRLEnv(_BatchedTorchRLEnv):
+    """``num_envs`` CartPole-v1 games as a TorchRL env (see the module docstring).
+
+    Args:
+        num_envs: number of games.
+        device: "cpu", "cuda", "cuda:N" or "auto".
+        **kwargs: ``CartPoleVectorEnv`` options (dtype, max_episode_steps, sutton_barto_reward,
+            validate_actions); the autoreset mode is DISABLED (TorchRL resets).
+    """
+
+    def __init__(self, num_envs: int = 1, device: str | torch.device = "cpu", **kwargs: Any):
+        super().__init__(CartPoleVectorEnv(num_envs, device, autoreset_mode=AutoresetMode.DISABLED, **kwargs))
+        shape, dev = self.batch_size, self.device
+        self.observation_spec = Composite(
+            observation=Unbounded(shape=(*shape, 4), dtype=torch.float32, device=dev), shape=shape, device=dev)
+        self.action_spec = Categorical(2, shape=shape, dtype=torch.int64, device=dev)
+        self.reward_spec = Unbounded(shape=(*shape, 1), dtype=torch.float32, device=dev)
+
+    def _reset(self, tensordict: TensorDictBase | None, **kwargs) -> TensorDictBase:
+        obs, _ = self._reset_batched_env(tensordict)
+        return TensorDict({"observation": obs, **self.full_done_spec.zero()},
+                          batch_size=self.batch_size, device=self.device)
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        obs, rewards, terminated, truncated, _ = self.batched_env.step(tensordict.get("action"))
+        return TensorDict({"observation": obs, "reward": rewards.unsqueeze(-1),
+                           **self._done_entries(terminated, truncated)},
+                          batch_size=self.batch_size, device=self.device)
+
+
+class TagTorchRLEnv(_BatchedTorchRLEnv):
+    """``num_envs`` games of Tag as a multi-agent TorchRL env with the groups "tagger" and "runner".
+
+    Args:
+        num_envs: number of games E.
+        device: "cpu", "cuda", "cuda:N" or "auto".
+        validate_actions: check actions before each step (on CUDA one host synchronisation).
+        **params: the SPEC-tag.md parameters (see ``gpu_envs.tag.TagParams``).
+    """
+
+    def __init__(self, num_envs: int = 1, device: str | torch.device = "cpu", *,
+                 validate_actions: bool = True, **params: Any):
+        super().__init__(TagEnv(num_envs, device, autoreset_mode=AutoresetMode.DISABLED,
+                                validate_actions=validate_actions, **params))
+        tag, dev = self.batched_env, self.device
+        self.group_map = {team: tag.agent_names[tag.team_slices[team]] for team in TEAMS}
+        observation, action, reward = {}, {}, {}
+        for team in TEAMS:
+            shape = (*self.batch_size, len(self.group_map[team]))
+            observation[team] = Composite(
+                observation=Unbounded(shape=(*shape, tag.obs_dim), dtype=torch.float32, device=dev),
+                active=Categorical(2, shape=shape, dtype=torch.bool, device=dev), shape=shape, device=dev)
+            action[team] = Composite(
+                action=MultiCategorical(nvec=list(tag.action_nvec), shape=(*shape, 2), dtype=torch.int64,
+                                        device=dev), shape=shape, device=dev)
+            reward[team] = Composite(
+                reward=Unbounded(shape=(*shape, 1), dtype=torch.float32, device=dev), shape=shape, device=dev)
+        self.observation_spec = Composite(observation, shape=self.batch_size, device=dev)
+        self.action_spec = Composite(action, shape=self.batch_size, device=dev)
+        self.reward_spec = Composite(reward, shape=self.batch_size, device=dev)
+
+    def _groups(self, entries: dict[str, torch.Tensor]) -> dict[str, TensorDict]:
+        """Per-team TensorDicts of team views of the [E, N, ...] ``entries``."""
+        return {team: TensorDict({key: self.batched_env.team_view(value, team) for key, value in entries.items()},
+                                 batch_size=(*self.batch_size, len(self.group_map[team])), device=self.device)
+                for team in TEAMS}
+
+    def _reset(self, tensordict: TensorDictBase | None, **kwargs) -> TensorDictBase:
+        obs, info = self._reset_batched_env(tensordict)
+        return TensorDict({**self._groups({"observation": obs, "active": info["active"]}),
+                           **self.full_done_spec.zero()}, batch_size=self.batch_size, device=self.device)
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        actions = torch.cat([tensordict.get((team, "action")) for team in TEAMS], dim=1)
+        obs, rewards, terminated, truncated, info = self.batched_env.step(actions)
+        groups = self._groups({"observation": obs, "active": info["active"], "reward": rewards.unsqueeze(-1)})
+        return TensorDict({**groups, **self._done_entries(terminated, truncated)},
+                          batch_size=self.batch_size, device=self.device)
