@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import importlib
 
-BENCHMARKS = {"cartpole": "gpu_envs.benchmarks.cartpole", "tag": "gpu_envs.benchmarks.tag"}
+BENCHMARKS = {
+    "cartpole": "gpu_envs.benchmarks.cartpole",
+    "tag": "gpu_envs.benchmarks.tag",
+    "sb3-ppo": "gpu_envs.benchmarks.sb3_ppo",
+}
 
 
 def add_parser(subparsers) -> None:
