@@ -8,6 +8,7 @@ one thread per agent). Tensors in, tensors out, all on ``device``: observations
 [num_envs, N, obs_dim], rewards [num_envs, N], terminated/truncated [num_envs].
 
 Decisions where the SPEC leaves room (also in the docs):
+
 - ``reset_mode="fixed"``: the shared start state is what env 0 of the seed would draw for its first
   episode (stream ``seed``, episode 0); ``reset(seed=s)`` redraws it from ``s``.
 - ``starting_location_x/_y`` must lie in [0, L] and ``starting_directions`` in [0, 2pi]; each

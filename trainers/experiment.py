@@ -1,16 +1,17 @@
 """The experiment folder LightZero users know, written by rank 0 only.
 
-```
-<basedir>/<name>/<tag>/
-    ckpt/ckpt_best.pth.tar, ckpt/iteration_<N>.pth.tar
-    log/collector/collector_logger.txt
-    log/evaluator/evaluator_logger.txt
-    log/learner/learner_logger.txt        (model architecture first, then per-window tables)
-    log/serial/events.out.tfevents.*      (one TensorBoard stream: <group>_iter/* and <group>_step/*)
-    total_config.yaml                     (the resolved run config)
-    results.json                          (one JSON object per log point, as the original wrote)
-    videos/                               (--capture-video)
-```
+Layout::
+
+    <basedir>/<name>/<tag>/
+        ckpt/ckpt_best.pth.tar, ckpt/iteration_<N>.pth.tar
+        log/collector/collector_logger.txt
+        log/evaluator/evaluator_logger.txt
+        log/learner/learner_logger.txt        (model architecture first, then per-window tables)
+        log/serial/events.out.tfevents.*      (one TensorBoard stream: <group>_iter/* and <group>_step/*)
+        total_config.yaml                     (the resolved run config)
+        results.json                          (one JSON object per log point, as the original wrote)
+        videos/                               (--capture-video)
+
 Every other rank gets a ``NullExperiment`` with the same methods doing nothing.
 """
 

@@ -57,7 +57,7 @@ def policy_loss(new_log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantag
     """PPO's clipped surrogate (``clipped``) or the plain policy gradient (A2C), plus diagnostics.
 
     Returns ``(loss, {"max_ratio_deviation", "approx_kl", "clip_fraction"})``; the first is
-    max |ratio - 1| over the masked entries (0 on the first minibatch of an update: the old
+    ``max |ratio - 1|`` over the masked entries (0 on the first minibatch of an update: the old
     log-probabilities were stored at rollout time by the same network).
     """
     log_ratio = new_log_prob - old_log_prob
