@@ -32,6 +32,7 @@ class TagBuffers(NamedTuple):
     action_error: Any   # [E] bool: sticky; an out-of-range action index reached the kernel
     knn_idx: Any        # [E, S, K] int32 scratch of the partial observation (S = 1 CPU, N CUDA)
     knn_d2: Any         # [E, S, K] float32 scratch
+    knn_row: Any        # [E, N] float32 scratch when S = 1 (CPU: one agent's distances), else [E, 1]
 
 
 def buffer_shapes(num_envs: int, num_agents: int, obs_dim: int, num_observed: int,
@@ -39,6 +40,9 @@ def buffer_shapes(num_envs: int, num_agents: int, obs_dim: int, num_observed: in
     """Shape and dtype of every field (``num_observed``: k of the partial observation)."""
     e, n = num_envs, num_agents
     scratch = (e, scratch_rows, max(num_observed, 1))
+    # One kNN worker per env (the CPU driver) ranks from a row of N distances; one worker per
+    # agent (CUDA) streams them and gets a placeholder column.
+    row = (e, n if scratch_rows == 1 else 1)
     f32, b, i32 = np.dtype(np.float32), np.dtype(np.bool_), np.dtype(np.int32)
     return {
         "x": ((e, n), f32), "y": ((e, n), f32), "heading": ((e, n), f32), "speed": ((e, n), f32),
@@ -48,7 +52,7 @@ def buffer_shapes(num_envs: int, num_agents: int, obs_dim: int, num_observed: in
         "rewards": ((e, n), f32), "terminated": ((e,), b), "truncated": ((e,), b),
         "final_obs": ((e, n, obs_dim), f32), "final_active": ((e, n), b), "has_final_obs": ((e,), b),
         "tag_count": ((e, n), i32), "action_error": ((e,), b),
-        "knn_idx": (scratch, i32), "knn_d2": (scratch, f32),
+        "knn_idx": (scratch, i32), "knn_d2": (scratch, f32), "knn_row": (row, f32),
     }
 
 

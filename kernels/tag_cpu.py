@@ -1,7 +1,8 @@
 """CPU drivers of the Tag kernels: njit loops over envs (parallel or serial by batch size).
 
 Each env is advanced by one thread, its agents in turn through the four phases of
-``tag_logic``; the kNN scratch is one row per env (``TagBuffers.knn_*`` of shape [E, 1, K]).
+``tag_logic``; the kNN scratch is one set per env (``TagBuffers.knn_*`` of shape [E, 1, K] and the
+distance row ``TagBuffers.knn_row`` [E, N]).
 Arguments are a :class:`~gpu_envs.kernels.tag_buffers.TagBuffers` of NumPy arrays plus the
 constants of ``tag_logic.make_consts``.
 """
@@ -19,6 +20,17 @@ PARALLEL_MIN_ENVS = 2
 
 
 @register_jitable
+def _observe_env(e, b, t, fc, ic):
+    """Every agent's observation of env ``e`` at time ``t``."""
+    x, y, heading, speed, acc, active = b.x[e], b.y[e], b.heading[e], b.speed[e], b.acceleration[e], b.active[e]
+    knn_idx, knn_d2, d2_row = b.knn_idx[e, 0], b.knn_d2[e, 0], b.knn_row[e]
+    for a in range(ic[logic.NUM_AGENTS]):
+        found = logic.select_neighbours(a, x, y, active, d2_row, knn_idx, knn_d2, fc, ic)
+        logic.observe_agent(a, x, y, heading, speed, acc, active, t, b.obs[e, a], found, knn_idx,
+                            fc, ic)
+
+
+@register_jitable
 def _reset_env(e, b, start, start_given, fc, ic):
     n = ic[logic.NUM_AGENTS]
     x, y, heading, speed, acc, active = b.x[e], b.y[e], b.heading[e], b.speed[e], b.acceleration[e], b.active[e]
@@ -26,9 +38,7 @@ def _reset_env(e, b, start, start_given, fc, ic):
         logic.reset_agent(a, b.env_seed[e], b.episode[e], x, y, heading, speed, acc, active,
                           start, start_given, fc)
         b.tag_count[e, a] = 0
-    for a in range(n):
-        logic.observe_agent(a, x, y, heading, speed, acc, active, 0, b.obs[e, a],
-                            b.knn_idx[e, 0], b.knn_d2[e, 0], fc, ic)
+    _observe_env(e, b, 0, fc, ic)
     b.episode[e] += np.uint64(1)
     b.t[e] = 0
     b.needs_reset[e] = False
@@ -57,9 +67,7 @@ def _step_env(e, b, actions, acc_table, turn_table, start, start_given, fc, ic, 
         tag_count[a] = 0
         if bad:
             b.action_error[e] = True
-    for a in range(n):
-        logic.observe_agent(a, x, y, heading, speed, acc, active, t_new, b.obs[e, a],
-                            b.knn_idx[e, 0], b.knn_d2[e, 0], fc, ic)
+    _observe_env(e, b, t_new, fc, ic)
     runners_left = 0
     for r in range(ic[logic.NUM_TAGGERS], n):
         if active[r]:
@@ -80,8 +88,11 @@ def _step_env(e, b, actions, acc_table, turn_table, start, start_given, fc, ic, 
     if autoreset_mode == SAME_STEP:
         b.has_final_obs[e] = done
         if done:
-            b.final_obs[e] = b.obs[e]
-            b.final_active[e] = active
+            obs, final_obs = b.obs[e], b.final_obs[e]
+            for a in range(n):
+                b.final_active[e, a] = active[a]
+                for d in range(obs.shape[1]):
+                    final_obs[a, d] = obs[a, d]
             _reset_env(e, b, start, start_given, fc, ic)
 
 
@@ -110,8 +121,10 @@ def _draw_start(seed, start, fc):
 
 # Same source, two compilations: prange is a plain range in the serial ones. NumPy's error model:
 # float division by a constant must not carry Python's ZeroDivisionError check (it blocks
-# vectorisation and made the observation 15x slower); no divisor here can be 0.
-_JIT = {"cache": True, "error_model": "numpy"}
+# vectorisation and made the observation 15x slower); no divisor here can be 0. _nrt=False: the
+# drivers allocate nothing (array copies are explicit loops), and without the runtime numba emits
+# no reference counting for the row views handed to the inlined logic.
+_JIT = {"cache": True, "error_model": "numpy", "_nrt": False}
 _step_serial = numba.njit(**_JIT)(_step_loop)
 _step_parallel = numba.njit(parallel=True, **_JIT)(_step_loop)
 # Resets outside the step are rare (autoreset happens inside it): one serial compilation suffices.

@@ -8,7 +8,8 @@ Each block keeps its env's agents (x, y, heading, speed, acceleration, in-game f
 shared memory, runs the four phases of ``tag_logic`` with ``cuda.syncthreads()`` between them
 (threads loop over agents with a stride of the block size when N is larger than the block), and
 writes the state back. Tagger credits and the count of runners left are atomic additions, so the
-result does not depend on scheduling. The kNN scratch is one row per agent ([E, N, K]).
+result does not depend on scheduling. The kNN scratch is one row per agent ([E, N, K]); each
+thread streams its agent's distances (``knn_row`` is a placeholder column here).
 """
 
 import numpy as np
@@ -72,8 +73,16 @@ def _store(e, a, x, y, heading, speed, acceleration, active, sx, sy, sh, ss, sa,
 
 
 @cuda.jit(device=True)
+def _observe(e, a, t, sx, sy, sh, ss, sa, sact, obs, knn_idx, knn_d2, knn_row, fc, ic):
+    """Agent ``a``'s observation at time ``t`` (its neighbours from its own kNN scratch row)."""
+    found = logic.select_neighbours(a, sx, sy, sact, knn_row[e], knn_idx[e, a], knn_d2[e, a],
+                                    fc, ic)
+    logic.observe_agent(a, sx, sy, sh, ss, sa, sact, t, obs[e, a], found, knn_idx[e, a], fc, ic)
+
+
+@cuda.jit(device=True)
 def _reset_block(e, x, y, heading, speed, acceleration, active, t, needs_reset, episode, env_seed,
-                 obs, tag_count, knn_idx, knn_d2, start, start_given, fc, ic,
+                 obs, tag_count, knn_idx, knn_d2, knn_row, start, start_given, fc, ic,
                  sx, sy, sh, ss, sa, sact):
     """Reset env ``e`` (all threads of its block take part); ends with the state stored."""
     n = ic[logic.NUM_AGENTS]
@@ -87,8 +96,7 @@ def _reset_block(e, x, y, heading, speed, acceleration, active, t, needs_reset, 
         _store(e, a, x, y, heading, speed, acceleration, active, sx, sy, sh, ss, sa, sact)
     cuda.syncthreads()
     for a in range(first, n, stride):
-        logic.observe_agent(a, sx, sy, sh, ss, sa, sact, 0, obs[e, a], knn_idx[e, a], knn_d2[e, a],
-                            fc, ic)
+        _observe(e, a, 0, sx, sy, sh, ss, sa, sact, obs, knn_idx, knn_d2, knn_row, fc, ic)
     if first == 0:
         episode[e] = ep + np.uint64(1)
         t[e] = 0
@@ -98,7 +106,7 @@ def _reset_block(e, x, y, heading, speed, acceleration, active, t, needs_reset, 
 @cuda.jit
 def step_kernel(x, y, heading, speed, acceleration, active, t, needs_reset, episode, env_seed,
                 obs, rewards, terminated, truncated, final_obs, final_active, has_final_obs,
-                tag_count, action_error, knn_idx, knn_d2,
+                tag_count, action_error, knn_idx, knn_d2, knn_row,
                 actions, acc_table, turn_table, start, start_given, fc, ic, autoreset_mode):
     """One step of env ``blockIdx.x`` under ``autoreset_mode`` (see tag_cpu._step_env)."""
     e = cuda.blockIdx.x
@@ -110,8 +118,8 @@ def step_kernel(x, y, heading, speed, acceleration, active, t, needs_reset, epis
     if needs_reset[e]:  # the same for every thread of the block
         if autoreset_mode == NEXT_STEP:
             _reset_block(e, x, y, heading, speed, acceleration, active, t, needs_reset, episode,
-                         env_seed, obs, tag_count, knn_idx, knn_d2, start, start_given, fc, ic,
-                         sx, sy, sh, ss, sa, sact)
+                         env_seed, obs, tag_count, knn_idx, knn_d2, knn_row, start,
+                         start_given, fc, ic, sx, sy, sh, ss, sa, sact)
             if first == 0:
                 terminated[e] = False
         # DISABLED (a finished env that is stepped anyway): frozen, no reward, still terminated.
@@ -133,8 +141,7 @@ def step_kernel(x, y, heading, speed, acceleration, active, t, needs_reset, epis
         runners_left[0] = 0
     cuda.syncthreads()
     for a in range(first, n, stride):
-        logic.observe_agent(a, sx, sy, sh, ss, sa, sact, t_new, obs[e, a], knn_idx[e, a],
-                            knn_d2[e, a], fc, ic)
+        _observe(e, a, t_new, sx, sy, sh, ss, sa, sact, obs, knn_idx, knn_d2, knn_row, fc, ic)
     cuda.syncthreads()
     for r in range(ic[logic.NUM_TAGGERS] + first, n, stride):
         if sact[r] != 0:
@@ -164,14 +171,14 @@ def step_kernel(x, y, heading, speed, acceleration, active, t, needs_reset, epis
     if autoreset_mode == SAME_STEP and done:  # the same for every thread of the block
         cuda.syncthreads()
         _reset_block(e, x, y, heading, speed, acceleration, active, t, needs_reset, episode,
-                     env_seed, obs, tag_count, knn_idx, knn_d2, start, start_given, fc, ic,
-                     sx, sy, sh, ss, sa, sact)
+                     env_seed, obs, tag_count, knn_idx, knn_d2, knn_row, start, start_given,
+                     fc, ic, sx, sy, sh, ss, sa, sact)
 
 
 @cuda.jit
 def reset_kernel(x, y, heading, speed, acceleration, active, t, needs_reset, episode, env_seed,
                  obs, rewards, terminated, truncated, final_obs, final_active, has_final_obs,
-                 tag_count, action_error, knn_idx, knn_d2,
+                 tag_count, action_error, knn_idx, knn_d2, knn_row,
                  mask, start, start_given, fc, ic):
     """Reset env ``blockIdx.x`` if ``mask`` says so."""
     e = cuda.blockIdx.x
@@ -179,7 +186,7 @@ def reset_kernel(x, y, heading, speed, acceleration, active, t, needs_reset, epi
         return
     sx, sy, sh, ss, sa, sact = _shared_state(ic[logic.NUM_AGENTS])
     _reset_block(e, x, y, heading, speed, acceleration, active, t, needs_reset, episode, env_seed,
-                 obs, tag_count, knn_idx, knn_d2, start, start_given, fc, ic,
+                 obs, tag_count, knn_idx, knn_d2, knn_row, start, start_given, fc, ic,
                  sx, sy, sh, ss, sa, sact)
 
 
@@ -216,7 +223,7 @@ def ptx_signatures() -> list:
     i32_1d, i32_2d, i32_3d = types.int32[::1], types.int32[:, ::1], types.int32[:, :, ::1]
     u64_1d = types.uint64[::1]
     buffers = (f32_2d, f32_2d, f32_2d, f32_2d, f32_2d, b_2d, i32_1d, b_1d, u64_1d, u64_1d,
-               f32_3d, f32_2d, b_1d, b_1d, f32_3d, b_2d, b_1d, i32_2d, b_1d, i32_3d, f32_3d)
+               f32_3d, f32_2d, b_1d, b_1d, f32_3d, b_2d, b_1d, i32_2d, b_1d, i32_3d, f32_3d, f32_2d)
     consts = (f32_2d, b_1d, f32_1d, types.int64[::1])  # start, start_given, fc, ic
     step_sig = (*buffers, types.int64[:, :, ::1], f32_1d, f32_1d, *consts, types.int64)
     reset_sig = (*buffers, b_1d, *consts)

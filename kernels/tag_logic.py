@@ -7,7 +7,9 @@ state on the CPU, ``cuda.shared`` copies on the GPU. A step is four phases over 
 barrier between phases on the GPU (see SPEC-tag.md for the rules):
 
 1. :func:`move_agent` (acceleration, heading wrap, speed clip, move, walls; returns the base reward),
-2. :func:`observe_agent` (observation from the moved state and the in-game flags before the tags),
+2. :func:`select_neighbours` (partial observation: the k nearest, ranked from a row of distances
+   on the CPU, streamed on the GPU) and :func:`observe_agent` (observation from the moved state
+   and the in-game flags before the tags),
 3. :func:`tagger_in_reach` + :func:`tag_runner` for each runner in the game (the driver credits the
    tagger and counts the runners left, with atomics on the GPU),
 4. :func:`finalize_reward` (tag rewards of taggers, end-of-game bonus of runners).
@@ -50,6 +52,8 @@ _TWO_POW_MINUS_24 = np.float64(1.0 / 16777216.0)
 _ZERO = np.float32(0.0)
 _ONE = np.float32(1.0)
 _INF = np.float32(np.inf)
+_HALF = np.float32(0.5)
+_FOUR = np.float32(4.0)
 
 
 # --------------------------------------------------------------------------------- host set-up
@@ -217,13 +221,36 @@ def squared_distance32(i, j, x, y):
 
 
 @kernel_function
+def _insert_neighbour(j, d2, count, k, knn_idx, knn_d2):
+    """Insert candidate ``j`` (squared distance ``d2``) into the sorted buffer; returns the new count.
+
+    The buffer holds ``count`` entries sorted by distance; when full (``count == k``) the last one
+    drops out. ``j`` enters only before strictly farther entries, so with candidates offered in
+    ascending id order equal distances keep the lower id first.
+    """
+    if count < k:
+        pos = count
+        count += 1
+    else:
+        pos = k - 1
+    while pos > 0 and knn_d2[pos - 1] > d2:
+        knn_idx[pos] = knn_idx[pos - 1]
+        knn_d2[pos] = knn_d2[pos - 1]
+        pos -= 1
+    knn_idx[pos] = j
+    knn_d2[pos] = d2
+    return count
+
+
+@kernel_function
 def nearest_in_game(i, x, y, active, num_agents, k, knn_idx, knn_d2):
     """The up-to-``k`` nearest other in-game agents of ``i``, nearest first, ties to the lower id.
 
     A bounded insertion buffer (``knn_idx``, ``knn_d2``, length >= k): O(N) comparisons with the
     current k-th squared distance, and an insertion only for the few candidates below it (not a
-    full sort). Candidates come in ascending id order and enter only before strictly farther
-    entries, so equal distances keep the lower id first. Returns how many were found.
+    full sort). Candidates come in ascending id order. Returns how many were found. This streaming
+    form needs no scratch beyond the buffer (one GPU thread per agent);
+    :func:`nearest_in_game_row` gives the same result faster on a CPU.
     """
     count = 0
     worst_d2 = _INF
@@ -233,19 +260,84 @@ def nearest_in_game(i, x, y, active, num_agents, k, knn_idx, knn_d2):
         d2 = squared_distance32(i, j, x, y)
         if d2 >= worst_d2:
             continue
-        if count < k:
-            pos = count
-            count += 1
-        else:
-            pos = k - 1
-        while pos > 0 and knn_d2[pos - 1] > d2:
-            knn_idx[pos] = knn_idx[pos - 1]
-            knn_d2[pos] = knn_d2[pos - 1]
-            pos -= 1
-        knn_idx[pos] = j
-        knn_d2[pos] = d2
+        count = _insert_neighbour(j, d2, count, k, knn_idx, knn_d2)
         if count == k:
             worst_d2 = knn_d2[k - 1]
+    return count
+
+
+@kernel_function
+def _count_below(d2_row, active, num_agents, bound):
+    """How many in-game agents have ``d2_row[j] < bound`` (a branch-free count)."""
+    below = 0
+    for j in range(num_agents):
+        below += (d2_row[j] < bound) & active[j]
+    return below
+
+
+@kernel_function
+def _select_below(i, active, num_agents, k, bound, d2_row, knn_idx, knn_d2):
+    """The selection of :func:`nearest_in_game` over ``d2_row``, ``bound`` as the first k-th distance.
+
+    Returns ``(count, nan_seen)``; ``nan_seen``: a NaN distance entered the buffer.
+    """
+    count = 0
+    nan_seen = False
+    worst_d2 = bound
+    for j in range(num_agents):
+        d2 = d2_row[j]
+        if d2 >= worst_d2 or j == i or not active[j]:
+            continue
+        nan_seen = nan_seen or d2 != d2
+        count = _insert_neighbour(j, d2, count, k, knn_idx, knn_d2)
+        if count == k:
+            worst_d2 = knn_d2[k - 1]
+    return count, nan_seen
+
+
+@kernel_function
+def nearest_in_game_row(i, x, y, active, num_agents, k, area, d2_row, knn_idx, knn_d2):
+    """:func:`nearest_in_game` with a scratch row ``d2_row`` (length >= N): the same result, faster
+    on a CPU.
+
+    1. The squared distances from ``i`` to every agent (the float32 operations of
+       :func:`squared_distance32`) in a branch-free loop the compiler vectorises.
+    2. A bound: a squared distance with at least ``k`` in-game candidates below it, found by
+       branch-free counts (a first guess from the density ``candidates / area``, then multiplied
+       by 4 or halved). The ``k`` nearest are all below it, so the selection may skip the rest
+       from the start: without it the first ``k`` candidates, near or far, would all enter the
+       buffer and most be shifted out again.
+    3. The selection of :func:`nearest_in_game` over the row with the bound as the initial k-th
+       distance: most candidates fail that one comparison.
+    With fewer than ``k + 1`` candidates the bound is +inf, and if a NaN distance turns up (only
+    from a NaN or infinite position) the selection is redone with +inf: then the candidates and
+    their tests are exactly those of :func:`nearest_in_game`.
+    """
+    xi = x[i]
+    yi = y[i]
+    for j in range(num_agents):
+        dx = x[j] - xi
+        dy = y[j] - yi
+        d2_row[j] = dx * dx + dy * dy
+    d2_row[i] = _INF
+    bound = _INF
+    in_reach = _count_below(d2_row, active, num_agents, _INF)
+    if in_reach > k:
+        bound = np.float32(k + k // 2) * area / np.float32(in_reach)
+        below = _count_below(d2_row, active, num_agents, bound)
+        while below < k:  # ends: in_reach > k candidates are below +inf
+            bound = bound * _FOUR
+            below = _count_below(d2_row, active, num_agents, bound)
+        while below > 2 * k:
+            half = bound * _HALF
+            below_half = _count_below(d2_row, active, num_agents, half)
+            if below_half < k:  # ends at the latest when half underflows to 0
+                break
+            bound = half
+            below = below_half
+    count, nan_seen = _select_below(i, active, num_agents, k, bound, d2_row, knn_idx, knn_d2)
+    if nan_seen and bound < _INF:
+        count, nan_seen = _select_below(i, active, num_agents, k, _INF, d2_row, knn_idx, knn_d2)
     return count
 
 
@@ -266,12 +358,31 @@ def _zero_relative(obs_row, columns, c):
 
 
 @kernel_function
-def observe_agent(i, x, y, heading, speed, acc, active, t, obs_row, knn_idx, knn_d2, fc, ic):
+def select_neighbours(i, x, y, active, d2_row, knn_idx, knn_d2, fc, ic):
+    """The neighbours agent ``i`` observes in partial mode: their count, ids in ``knn_idx``.
+
+    0 in full mode and when ``i`` is out of the game. ``d2_row`` is scratch: when it can hold N
+    distances (the CPU driver's row per env) :func:`nearest_in_game_row` selects, otherwise
+    (one GPU thread per agent has no room for a row) the streaming :func:`nearest_in_game`.
+    """
+    num_agents = ic[NUM_AGENTS]
+    if ic[FULL_OBS] != 0 or not active[i]:
+        return 0
+    if d2_row.shape[0] >= num_agents:
+        length = fc[GRID_LENGTH]
+        return nearest_in_game_row(i, x, y, active, num_agents, ic[NUM_OBSERVED], length * length,
+                                   d2_row, knn_idx, knn_d2)
+    return nearest_in_game(i, x, y, active, num_agents, ic[NUM_OBSERVED], knn_idx, knn_d2)
+
+
+@kernel_function
+def observe_agent(i, x, y, heading, speed, acc, active, t, obs_row, found, knn_idx, fc, ic):
     """Phase 2: write agent ``i``'s observation at time ``t`` into ``obs_row`` (see SPEC-tag.md).
 
     Layout: seven blocks of one value per observed column (block b of column c at
     ``b * columns + c``), then ``t/T``, then the own-state block when observe_self. ``active``
-    holds the flags before this step's tags.
+    holds the flags before this step's tags. Partial mode observes the ``found`` agents of
+    ``knn_idx`` that :func:`select_neighbours` chose (full mode ignores both).
     """
     num_agents = ic[NUM_AGENTS]
     num_taggers = ic[NUM_TAGGERS]
@@ -290,9 +401,6 @@ def observe_agent(i, x, y, heading, speed, acc, active, t, obs_row, knn_idx, knn
             obs_row[5 * columns + c] = _ONE if j < num_taggers else _ZERO
             obs_row[6 * columns + c] = _ONE if active[j] else _ZERO
     else:
-        found = 0
-        if in_game:
-            found = nearest_in_game(i, x, y, active, num_agents, columns, knn_idx, knn_d2)
         for c in range(found):
             j = knn_idx[c]
             _write_relative(obs_row, columns, c, i, j, x, y, heading, speed, acc, fc)
