@@ -164,7 +164,7 @@ class CartPoleVectorEnv(VectorEnv):
         self._driver.reset(self._views, devices.kernel_view(mask), bounds, **self._stream_kwargs())
         self._tensors.has_final_obs.masked_fill_(mask, False)
         self._is_reset = True
-        return self._tensors.obs.clone(), {}
+        return devices.fresh_copy(self._tensors.obs), {}
 
     def _seed(self, mask: torch.Tensor, seed) -> None:
         if isinstance(seed, (list, tuple, np.ndarray, torch.Tensor)):
@@ -197,8 +197,10 @@ class CartPoleVectorEnv(VectorEnv):
         t = self._tensors
         info: dict[str, Any] = {}
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
-            info = {"final_obs": t.final_obs.clone(), "_final_obs": t.has_final_obs.clone()}
-        return t.obs.clone(), t.rewards.clone(), t.terminated.clone(), t.truncated.clone(), info
+            info = {"final_obs": devices.fresh_copy(t.final_obs),
+                    "_final_obs": devices.fresh_copy(t.has_final_obs)}
+        return (devices.fresh_copy(t.obs), devices.fresh_copy(t.rewards),
+                devices.fresh_copy(t.terminated), devices.fresh_copy(t.truncated), info)
 
     def _check_no_finished_env(self) -> None:
         finished = self._tensors.needs_reset
