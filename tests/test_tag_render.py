@@ -130,3 +130,17 @@ def test_cli_rejects_other_suffixes_and_unsupported_checkpoints(tmp_path):
         pytest.skip("the trainers provide a policy loader")
     with pytest.raises(SystemExit, match="not yet supported"):
         cli.main(["render", "tag", "--out", str(tmp_path / "x.gif"), "--checkpoint", str(tmp_path / "c.pt")])
+
+
+def test_bench_tag_command_produces_records(tmp_path):
+    """Smoke test of `gpu-envs bench tag` (no timing assertion): ours only, one batch size."""
+    import json
+
+    from gpu_envs.cli import main
+
+    out = tmp_path / "tag.json"
+    main(["bench", "tag", "--num-envs", "1", "--peers", "", "--scale-num-envs", "", "--json", str(out)])
+    records = json.loads(out.read_text())
+    records = records if isinstance(records, list) else records["records"]
+    ours = [r for r in records if r.get("impl") == "ours"]
+    assert ours and ours[0]["env_steps_per_s"] > 0 and ours[0]["agent_steps_per_s"] == 105 * ours[0]["env_steps_per_s"]

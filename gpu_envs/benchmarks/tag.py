@@ -202,7 +202,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _measure(runner: Runner) -> dict[str, Any]:
     from gpu_envs.benchmarks.timing import measure
 
-    result = dict(measure(runner.call, runner.num_envs, runner.sync))
+    result = measure(runner.call, runner.num_envs, runner.sync, wait_quiet_seconds=5.0,
+                     extra_attempts=2).to_dict()
     result["agent_steps_per_s"] = result["env_steps_per_s"] * runner.agents_per_env
     return result
 
