@@ -29,7 +29,8 @@ from gymnasium.vector.utils import batch_space
 from gpu_envs import devices
 from gpu_envs.kernels import cartpole_logic as logic
 from gpu_envs.kernels.cartpole_buffers import CartPoleBuffers
-from gpu_envs.validation import AUTORESET_CODES, as_action_tensor, as_reset_mask, check_positive_int, parse_autoreset_mode
+from gpu_envs.validation import (AUTORESET_CODES, as_action_tensor, as_reset_mask, check_all_reset,
+                                  check_positive_int, parse_autoreset_mode)
 
 _OBS_HIGH = np.array([2.4 * 2, np.inf, 12 * 2 * math.pi / 360 * 2, np.inf], dtype=np.float32)
 _DEFAULT_LOW, _DEFAULT_HIGH = -0.05, 0.05
@@ -186,7 +187,7 @@ class CartPoleVectorEnv(VectorEnv):
         if self.validate_actions:
             actions = as_action_tensor(actions, (self.num_envs,), self.device, 1)
             if self.autoreset_mode == AutoresetMode.DISABLED:
-                self._check_no_finished_env()
+                check_all_reset(self._tensors.needs_reset, "env")
         else:
             actions = torch.as_tensor(actions, device=self.device)
         self._actions.copy_(actions)
@@ -201,15 +202,6 @@ class CartPoleVectorEnv(VectorEnv):
                     "_final_obs": devices.fresh_copy(t.has_final_obs)}
         return (devices.fresh_copy(t.obs), devices.fresh_copy(t.rewards),
                 devices.fresh_copy(t.terminated), devices.fresh_copy(t.truncated), info)
-
-    def _check_no_finished_env(self) -> None:
-        finished = self._tensors.needs_reset
-        if bool(finished.any()):
-            ids = finished.nonzero().flatten()[:8].tolist()
-            raise RuntimeError(
-                f"env(s) {ids} finished and were not reset: with autoreset_mode=DISABLED call "
-                "reset(options={'reset_mask': mask}) for them before stepping"
-            )
 
     def _stream_kwargs(self) -> dict:
         return {} if self.device.type == "cpu" else {"stream": devices.launch_stream(self.device)}

@@ -37,7 +37,8 @@ from gymnasium.vector import AutoresetMode
 from gpu_envs import devices
 from gpu_envs.kernels import tag_logic as logic
 from gpu_envs.kernels.tag_buffers import TagBuffers, buffer_shapes
-from gpu_envs.validation import AUTORESET_CODES, as_action_tensor, as_reset_mask, check_positive_int, parse_autoreset_mode
+from gpu_envs.validation import (AUTORESET_CODES, as_action_tensor, as_reset_mask, check_all_reset,
+                                  check_positive_int, parse_autoreset_mode)
 
 _TORCH_DTYPES = {
     np.dtype(np.float32): torch.float32, np.dtype(np.bool_): torch.bool,
@@ -370,7 +371,7 @@ class TagEnv:
         if self.validate_actions:
             actions = as_action_tensor(actions, shape, self.device, [v - 1 for v in self.action_nvec])
             if self.autoreset_mode == AutoresetMode.DISABLED:
-                self._check_no_finished_env()
+                check_all_reset(self._tensors.needs_reset, "game")
         else:
             actions = torch.as_tensor(actions, device=self.device)
         self._actions.copy_(actions)
@@ -386,15 +387,6 @@ class TagEnv:
             info.update(final_obs=devices.fresh_copy(t.final_obs), _final_obs=devices.fresh_copy(t.has_final_obs),
                         final_active=devices.fresh_copy(t.final_active))
         return devices.fresh_copy(t.obs), devices.fresh_copy(t.rewards), devices.fresh_copy(t.terminated), devices.fresh_copy(t.truncated), info
-
-    def _check_no_finished_env(self) -> None:
-        finished = self._tensors.needs_reset
-        if bool(finished.any()):
-            ids = finished.nonzero().flatten()[:8].tolist()
-            raise RuntimeError(
-                f"game(s) {ids} ended and were not reset: with autoreset_mode=DISABLED call "
-                "reset(options={'reset_mask': mask}) for them before stepping"
-            )
 
     def _raise_on_action_error(self) -> None:
         errors = self._tensors.action_error

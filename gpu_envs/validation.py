@@ -89,3 +89,13 @@ def check_positive_int(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
         raise ValueError(f"{name} must be an int > 0, got {value!r}")
     return int(value)
+
+
+def check_all_reset(needs_reset: torch.Tensor, noun: str) -> None:
+    """With autoreset DISABLED, refuse to step while any ``noun`` (env, game) ended without a reset."""
+    if bool(needs_reset.any()):
+        ids = needs_reset.nonzero().flatten()[:8].tolist()
+        raise RuntimeError(
+            f"{noun}(s) {ids} finished and were not reset: with autoreset_mode=DISABLED call "
+            "reset(options={'reset_mask': mask}) for them before stepping"
+        )
