@@ -60,18 +60,6 @@ class Impl:
     skip_reason: str = ""
 
 
-def cycle_pool(pool) -> Callable[[], object]:
-    """A function returning the pool's entries in turn, forever."""
-    index = [0]
-
-    def next_item():
-        item = pool[index[0]]
-        index[0] = (index[0] + 1) % len(pool)
-        return item
-
-    return next_item
-
-
 def gpu_envs_runner(device: str, dtype: str | None, validate_actions: bool = True,
                     pool_size: int = ACTION_POOL) -> Callable[[int, int], Runner]:
     """A builder of :class:`Runner` for our ``CartPoleVectorEnv`` (actions: torch int64 on the device)."""
@@ -86,7 +74,7 @@ def gpu_envs_runner(device: str, dtype: str | None, validate_actions: bool = Tru
         generator = torch.Generator(device=env.device).manual_seed(seed)
         pool = torch.randint(0, 2, (pool_size, num_envs), generator=generator, dtype=torch.int64,
                              device=env.device)
-        next_actions = cycle_pool(pool)
+        next_actions = timing.cycle_pool(pool)
         sync = torch.cuda.synchronize if env.device.type == "cuda" else None
         return Runner(lambda: env.step(next_actions()), num_envs, sync, env.close,
                       {"dtype": str(env.dtype).replace("torch.", ""), "device": str(env.device),
@@ -102,7 +90,7 @@ def _gymnasium(mode: str) -> Callable[[int, int], Runner]:
         env = gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode=mode)
         env.reset(seed=seed)
         pool = np.random.default_rng(seed).integers(0, 2, size=(ACTION_POOL, num_envs), dtype=np.int64)
-        next_actions = cycle_pool(pool)
+        next_actions = timing.cycle_pool(pool)
         return Runner(lambda: env.step(next_actions()), num_envs, None, env.close,
                       {"vector_class": type(env.unwrapped).__name__})
 

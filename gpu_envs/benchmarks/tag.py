@@ -34,6 +34,8 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from gpu_envs.benchmarks.timing import cycle_pool
+
 SEED_NUM_ENVS = (1, 16, 256, 1024, 4096)
 SCALE_NUM_ENVS = (64, 256)
 SCALE_TEAMS = (10, 990)  # taggers, runners: N = 1000
@@ -60,18 +62,6 @@ def seed_env_params() -> dict[str, Any]:
     return preset("tag")["env"]
 
 
-def _cycle(pool: list) -> Callable[[], Any]:
-    """A function returning the items of ``pool`` in turn (pre-drawn actions are not timed)."""
-    position = [0]
-
-    def next_item():
-        item = pool[position[0]]
-        position[0] = (position[0] + 1) % len(pool)
-        return item
-
-    return next_item
-
-
 # ------------------------------------------------------------------------------------ ours
 def make_ours(num_envs: int, seed: int, *, device: str = "cpu", validate_actions: bool = True,
               **env_params: Any) -> Runner:
@@ -85,7 +75,7 @@ def make_ours(num_envs: int, seed: int, *, device: str = "cpu", validate_actions
     pool_size = 2 if num_envs * env.num_agents >= 100_000 else 4
     pool = [(torch.rand((num_envs, env.num_agents, 2), generator=generator) * nvec).long().to(env.device)
             for _ in range(pool_size)]
-    next_actions = _cycle(pool)
+    next_actions = cycle_pool(pool)
 
     def sync() -> None:
         if env.device.type == "cuda":
@@ -109,7 +99,7 @@ def make_vmas(num_envs: int, seed: int) -> Runner:
     obs = env.reset()
     generator = torch.Generator().manual_seed(seed)
     pool = [[torch.rand(num_envs, 2, generator=generator) * 2 - 1 for _ in env.agents] for _ in range(4)]
-    next_actions = _cycle(pool)
+    next_actions = cycle_pool(pool)
     return Runner(lambda: env.step(next_actions()), num_envs, len(env.agents),
                   "simple_tag 5 adversaries + 100 good, 0 landmarks, bound=10 (20x20), continuous, full obs",
                   meta={"obs_dim": sorted({int(o.shape[-1]) for o in obs}), "version": vmas.__version__})
@@ -126,7 +116,7 @@ def make_mpe2(num_envs: int, seed: int) -> Runner:
     agents = list(env.agents)
     rng = np.random.default_rng(seed)
     pool = [{agent: int(rng.integers(5)) for agent in agents} for _ in range(16)]
-    next_actions = _cycle(pool)
+    next_actions = cycle_pool(pool)
 
     def call() -> None:
         env.step(next_actions())

@@ -226,3 +226,15 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def cycle_pool(pool) -> Callable[[], object]:
+    """A function returning the pool's entries in turn, forever."""
+    index = [0]
+
+    def next_item():
+        item = pool[index[0]]
+        index[0] = (index[0] + 1) % len(pool)
+        return item
+
+    return next_item

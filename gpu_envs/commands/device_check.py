@@ -278,7 +278,8 @@ def tag_throughput(device: str, log2_sizes: range, timing_options: dict) -> list
     """env-steps/s (and agent-steps/s) of ``TagEnv`` with the seed config on ``device``."""
     import torch
 
-    from gpu_envs.benchmarks.cartpole import Runner, cycle_pool
+    from gpu_envs.benchmarks.cartpole import Runner
+    from gpu_envs.benchmarks.timing import cycle_pool
     from gpu_envs.tag import TagEnv
 
     config = tag_config()
