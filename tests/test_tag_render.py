@@ -121,15 +121,34 @@ def test_cli_writes_a_gif(tmp_path, capsys):
     assert "wrote" in capsys.readouterr().out
 
 
-def test_cli_rejects_other_suffixes_and_unsupported_checkpoints(tmp_path):
+def test_cli_rejects_other_suffixes_and_missing_checkpoints(tmp_path):
     with pytest.raises(SystemExit, match="must end in"):
         cli.main(["render", "tag", "--out", str(tmp_path / "x.png")])
-    import gpu_envs.trainers as trainers
-
-    if hasattr(trainers, "load_policy"):
-        pytest.skip("the trainers provide a policy loader")
-    with pytest.raises(SystemExit, match="not yet supported"):
+    with pytest.raises(SystemExit, match="does not exist"):
         cli.main(["render", "tag", "--out", str(tmp_path / "x.gif"), "--checkpoint", str(tmp_path / "c.pt")])
+
+
+def test_cli_plays_a_checkpoint_on_its_env(tmp_path):
+    from gpu_envs.tag import TagEnv
+    from gpu_envs.trainers.checkpoint import save_checkpoint
+    from gpu_envs.trainers.config import RunConfig, apply_overrides
+    from gpu_envs.trainers.policy import ActorCritic
+    from gpu_envs.trainers.presets import preset
+
+    config = RunConfig.from_dict(apply_overrides(preset("tag"), [
+        "env.num_taggers=1", "env.num_runners=3", "env.num_other_agents_observed=2", "env.episode_length=4",
+        "policy.runner.model.fc_dims=[8]", "policy.tagger.model.fc_dims=[8]"]))
+    env = TagEnv(**config.env)
+    networks = {tag: ActorCritic(env.obs_dim, env.action_nvec, p.model) for tag, p in config.policy.items()}
+    save_checkpoint({"config": config.to_dict(), "spaces": {"obs_dim": env.obs_dim, "action_nvec": env.action_nvec},
+                     "policies": {tag: {"model": n.state_dict(), "optimizer": None} for tag, n in networks.items()}},
+                    tmp_path / "c.pth.tar")
+    out = tmp_path / "trained.gif"
+    # The checkpoint's env (4 steps; the default env's observations would not fit), flags on top.
+    for extra, frames in (([], 5), (["--episode-length", "2"], 3)):
+        assert cli.main(["render", "tag", "--checkpoint", str(tmp_path / "c.pth.tar"), "--out", str(out),
+                         "--size", "96", *extra]) == 0
+        assert iio.imread(out, index=None).shape[0] == frames
 
 
 def test_bench_tag_command_produces_records(tmp_path):

@@ -2,15 +2,14 @@
 
 The env comes from ``--config FILE`` (YAML: the env parameters, or a run config whose ``env:``
 section holds them) with the ``--num-taggers`` etc. flags on top. Actions are random, or come from
-a trained policy with ``--checkpoint PATH`` once the trainers provide a loader: a function
-``gpu_envs.trainers.load_policy(path) -> policy`` where ``policy(obs, env) -> actions``
-([1, N, 2] integer actions for obs [1, N, obs_dim]).
+a trainer checkpoint with ``--checkpoint PATH``: every team plays its trained policy
+(``gpu_envs.trainers.load_policy``), on the checkpoint's env parameters with ``--config`` and the
+flags on top.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ def add_parser(subparsers) -> None:
     tag.add_argument("--steps", type=int, default=None, help="stop after this many steps (default: the whole episode)")
     tag.add_argument("--fps", type=float, default=25.0, help="frames per second of the animation")
     tag.add_argument("--size", type=int, default=480, help="frame width in pixels")
-    tag.add_argument("--checkpoint", type=Path, default=None, help="trained policy to play (needs a trainer loader)")
+    tag.add_argument("--checkpoint", type=Path, default=None, help="trainer checkpoint whose policies to play")
     tag.set_defaults(func=run_tag)
 
 
@@ -57,18 +56,14 @@ def env_params_from(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def load_checkpoint_policy(path: Path):
-    """The policy stored at ``path``, through ``gpu_envs.trainers.load_policy`` when it exists."""
+    """The policy of every team stored in the trainer checkpoint at ``path``."""
+    from gpu_envs.trainers import load_policy
+    from gpu_envs.trainers.checkpoint import CheckpointError
+
     try:
-        trainers = importlib.import_module("gpu_envs.trainers")
-    except ModuleNotFoundError:
-        trainers = None
-    loader = getattr(trainers, "load_policy", None)
-    if loader is None:
-        raise SystemExit("--checkpoint is not yet supported: gpu_envs.trainers has no load_policy(path) "
-                         "yet; render with the random policy (omit --checkpoint)")
-    if not path.exists():
-        raise SystemExit(f"checkpoint {path} does not exist")
-    return loader(path)
+        return load_policy(path)
+    except CheckpointError as error:
+        raise SystemExit(f"gpu-envs render tag: {error}") from None
 
 
 def run_tag(args: argparse.Namespace) -> int:
@@ -77,8 +72,9 @@ def run_tag(args: argparse.Namespace) -> int:
     if args.out.suffix.lower() not in VIDEO_SUFFIXES:
         raise SystemExit(f"--out must end in one of {VIDEO_SUFFIXES}, got {args.out}")
     policy = None if args.checkpoint is None else load_checkpoint_policy(args.checkpoint)
+    params = env_params_from(args) if policy is None else {**policy.env_params, **env_params_from(args)}
     try:
-        frames = render_episode(env_params_from(args), policy=policy, seed=args.seed, out=args.out,
+        frames = render_episode(params, policy=policy, seed=args.seed, out=args.out,
                                 steps=args.steps, fps=args.fps, size=args.size)
     except (ValueError, TypeError, RuntimeError) as error:
         raise SystemExit(f"gpu-envs render tag: {error}") from error
