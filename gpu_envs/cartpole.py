@@ -28,7 +28,7 @@ from gymnasium.vector.utils import batch_space
 
 from gpu_envs import devices
 from gpu_envs.kernels import cartpole_logic as logic
-from gpu_envs.kernels.cartpole_buffers import CartPoleBuffers
+from gpu_envs.kernels.cartpole_buffers import OUTPUT_LAYOUT, CartPoleBuffers
 from gpu_envs.validation import (AUTORESET_CODES, as_action_tensor, as_reset_mask, check_all_reset,
                                   check_positive_int, parse_autoreset_mode)
 
@@ -83,6 +83,9 @@ class CartPoleVectorEnv(VectorEnv):
             devices.as_uint64_view(t) if name in ("episode", "env_seed") else devices.kernel_view(t)
             for name, t in zip(CartPoleBuffers._fields, self._tensors)
         ])
+        final_outputs = () if self.autoreset_mode == AutoresetMode.SAME_STEP else ("final_obs", "has_final_obs")
+        self._outputs = devices.StepOutputs(OUTPUT_LAYOUT, self.num_envs, self.device,
+                                           partial=("final_obs",), unused=final_outputs)
         self._consts = logic.make_consts(devices.torch_to_numpy_dtype(self.dtype))
         self._bounds = np.array([_DEFAULT_LOW, _DEFAULT_HIGH], dtype=np.float64)
         self._actions = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
@@ -106,12 +109,6 @@ class CartPoleVectorEnv(VectorEnv):
             needs_reset=torch.zeros(n, dtype=torch.bool, device=dev),
             episode=torch.zeros(n, dtype=torch.int64, device=dev),
             env_seed=torch.zeros(n, dtype=torch.int64, device=dev),
-            obs=torch.zeros((n, 4), dtype=torch.float32, device=dev),
-            rewards=torch.zeros(n, dtype=torch.float32, device=dev),
-            terminated=torch.zeros(n, dtype=torch.bool, device=dev),
-            truncated=torch.zeros(n, dtype=torch.bool, device=dev),
-            final_obs=torch.zeros((n, 4), dtype=torch.float32, device=dev),
-            has_final_obs=torch.zeros(n, dtype=torch.bool, device=dev),
         )
 
     def _load_driver(self):
@@ -163,9 +160,8 @@ class CartPoleVectorEnv(VectorEnv):
             self._seed(mask, self._entropy_seed if seed is None else seed)
         _, bounds = self._kernel_consts()
         self._driver.reset(self._views, devices.kernel_view(mask), bounds, **self._stream_kwargs())
-        self._tensors.has_final_obs.masked_fill_(mask, False)
         self._is_reset = True
-        return devices.fresh_copy(self._tensors.obs), {}
+        return self._tensors.state.to(torch.float32, copy=True), {}
 
     def _seed(self, mask: torch.Tensor, seed) -> None:
         if isinstance(seed, (list, tuple, np.ndarray, torch.Tensor)):
@@ -189,19 +185,23 @@ class CartPoleVectorEnv(VectorEnv):
             if self.autoreset_mode == AutoresetMode.DISABLED:
                 check_all_reset(self._tensors.needs_reset, "env")
         else:
-            actions = torch.as_tensor(actions, device=self.device)
-        self._actions.copy_(actions)
+            actions = torch.as_tensor(actions, device=self.device).to(torch.int64)
         consts, bounds = self._kernel_consts()
-        self._driver.step(self._views, self._actions_view, consts, bounds, self.max_episode_steps,
-                          self.sutton_barto_reward, AUTORESET_CODES[self.autoreset_mode],
-                          **self._stream_kwargs())
-        t = self._tensors
+        self._driver.step(self._views, self._outputs.arrays(), self._kernel_actions(actions), consts, bounds,
+                          self.max_episode_steps, self.sutton_barto_reward,
+                          AUTORESET_CODES[self.autoreset_mode], **self._stream_kwargs())
+        out = self._outputs
         info: dict[str, Any] = {}
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
-            info = {"final_obs": devices.fresh_copy(t.final_obs),
-                    "_final_obs": devices.fresh_copy(t.has_final_obs)}
-        return (devices.fresh_copy(t.obs), devices.fresh_copy(t.rewards),
-                devices.fresh_copy(t.terminated), devices.fresh_copy(t.truncated), info)
+            info = {"final_obs": out.tensor("final_obs"), "_final_obs": out.tensor("has_final_obs")}
+        return out.tensor("obs"), out.tensor("rewards"), out.tensor("terminated"), out.tensor("truncated"), info
+
+    def _kernel_actions(self, actions: torch.Tensor):
+        """The kernel's view of int64 ``actions``: zero-copy on the CPU, a persistent buffer on CUDA."""
+        if self.device.type == "cpu":
+            return actions.contiguous().numpy()
+        self._actions.copy_(actions)
+        return self._actions_view
 
     def _stream_kwargs(self) -> dict:
         return {} if self.device.type == "cpu" else {"stream": devices.launch_stream(self.device)}

@@ -93,3 +93,49 @@ def fresh_copy(tensor: torch.Tensor) -> torch.Tensor:
     if tensor.device.type == "cpu":
         return torch.from_numpy(tensor.numpy().copy())
     return tensor.clone()
+
+
+class StepOutputs:
+    """The arrays a step kernel writes its outputs to, and the tensors the user gets back.
+
+    On the CPU every step writes fresh NumPy arrays that become the returned tensors: no copy, and
+    the next step cannot overwrite what the user holds. On CUDA the kernel writes persistent device
+    buffers (a numba view of a new tensor costs more than a copy) and the user gets clones.
+
+    ``layout`` maps each output name (in the order the kernel takes them) to its per-env shape and
+    NumPy dtype. Names in ``partial`` are written for some envs only and start zeroed; names in
+    ``unused`` get a fixed one-row placeholder the kernel never touches.
+    """
+
+    def __init__(self, layout: dict[str, tuple[tuple[int, ...], np.dtype]], num_envs: int,
+                 device: torch.device, partial: tuple[str, ...] = (), unused: tuple[str, ...] = ()):
+        self.device = device
+        self._names = tuple(layout)
+        self._fresh = {name: ((num_envs, *shape), np.zeros if name in partial else np.empty, dtype)
+                       for name, (shape, dtype) in layout.items() if name not in unused}
+        self._partial = set(partial)
+        self._arrays = {name: np.zeros((1, *shape), dtype) for name, (shape, dtype) in layout.items()
+                        if name in unused}
+        self._tensors: dict[str, torch.Tensor] = {}
+        if device.type != "cpu":
+            self._tensors = {name: torch.from_numpy(np.zeros(shape, dtype)).to(device)
+                             for name, (shape, _, dtype) in self._fresh.items()}
+            self._tensors.update({name: torch.from_numpy(a).to(device) for name, a in self._arrays.items()})
+            self._views = tuple(kernel_view(self._tensors[name]) for name in self._names)
+
+    def arrays(self) -> tuple:
+        """The arrays for this step's kernel launch, in layout order."""
+        if self.device.type != "cpu":
+            return self._views
+        for name, (shape, allocate, dtype) in self._fresh.items():
+            self._arrays[name] = allocate(shape, dtype)
+        return tuple(self._arrays[name] for name in self._names)
+
+    def tensor(self, name: str) -> torch.Tensor:
+        """Output ``name`` of the last launch, owned by the caller."""
+        if self.device.type == "cpu":
+            return torch.from_numpy(self._arrays[name])
+        copy = self._tensors[name].clone()
+        if name in self._partial:
+            self._tensors[name].zero_()
+        return copy

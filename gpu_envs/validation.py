@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numba
 import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
@@ -37,22 +38,31 @@ def as_action_tensor(actions, shape: tuple[int, ...], device: torch.device,
     if tuple(tensor.shape) != tuple(shape):
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(tensor.shape)}")
     if tensor.device.type == "cpu":
-        # NumPy reductions cost a fraction of torch's per-op overhead on small CPU batches.
-        bad = _out_of_range(tensor.numpy(), np.asarray(upper))
-        bad_any = bool(bad.any())
+        # One compiled, vectorised pass without temporaries; the failing entry is looked up only on error.
+        bounds = np.asarray(upper, dtype=np.int64).reshape(-1)
+        if _any_out_of_range(tensor.numpy().reshape(-1, bounds.size), bounds):
+            _raise_out_of_range(tensor, torch.as_tensor(upper), name)
     else:
-        bad = _out_of_range(tensor, torch.as_tensor(upper, device=tensor.device))
-        bad_any = bool(bad.any())
-    if bad_any:
-        where = tuple(int(v) for v in np.argwhere(np.asarray(bad.tolist()))[0])
-        raise ValueError(
-            f"{name}{list(where)} = {int(tensor[where])} is out of range: allowed 0..{_describe(upper)}"
-        )
+        bad = (tensor < 0) | (tensor > torch.as_tensor(upper, device=tensor.device))
+        if bool(bad.any()):
+            _raise_out_of_range(tensor, torch.as_tensor(upper, device=tensor.device), name)
     return tensor.to(device=device, dtype=torch.int64)
 
 
-def _out_of_range(values, upper):
-    return (values < 0) | (values > upper)
+@numba.njit(cache=True)
+def _any_out_of_range(values, upper):
+    """Whether any ``values[r, h]`` lies outside ``[0, upper[h]]``."""
+    bad = False
+    for head in range(values.shape[1]):
+        high = upper[head]
+        for row in range(values.shape[0]):
+            bad |= (values[row, head] < 0) | (values[row, head] > high)
+    return bad
+
+
+def _raise_out_of_range(tensor: torch.Tensor, upper: torch.Tensor, name: str):
+    where = tuple(int(v) for v in ((tensor < 0) | (tensor > upper)).nonzero()[0].tolist())
+    raise ValueError(f"{name}{list(where)} = {int(tensor[where])} is out of range: allowed 0..{_describe(upper)}")
 
 
 def _describe(upper) -> str:

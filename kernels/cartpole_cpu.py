@@ -39,24 +39,21 @@ def _step_parallel(state, elapsed, needs_reset, episode, env_seed, actions, cons
 
 
 @numba.njit(**_JIT_OPTIONS)
-def _reset_serial(mask, state, elapsed, needs_reset, episode, env_seed, reset_bounds, obs):
+def _reset_serial(mask, state, elapsed, needs_reset, episode, env_seed, reset_bounds):
     for i in range(state.shape[0]):
         if mask[i]:
-            logic.reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds, obs)
+            logic.reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
 
 
-def step(buffers, actions: np.ndarray, consts: np.ndarray, reset_bounds: np.ndarray,
+def step(buffers, outputs, actions: np.ndarray, consts: np.ndarray, reset_bounds: np.ndarray,
          max_episode_steps: int, sutton_barto_reward: bool, autoreset_mode: int) -> None:
-    """Advance every env of ``buffers`` (a :class:`CartPoleBuffers` of NumPy arrays) by one step."""
+    """Advance every env of ``buffers`` by one step, writing ``outputs`` (NumPy arrays both)."""
     parallel = buffers.state.shape[0] >= PARALLEL_MIN_ENVS and numba.get_num_threads() > 1
     kernel = _step_parallel if parallel else _step_serial
-    kernel(buffers.state, buffers.elapsed, buffers.needs_reset, buffers.episode, buffers.env_seed,
-           actions, consts, reset_bounds, max_episode_steps, sutton_barto_reward, autoreset_mode,
-           buffers.obs, buffers.rewards, buffers.terminated, buffers.truncated,
-           buffers.final_obs, buffers.has_final_obs)
+    kernel(*buffers, actions, consts, reset_bounds, max_episode_steps, sutton_barto_reward, autoreset_mode,
+           *outputs)
 
 
 def reset(buffers, mask: np.ndarray, reset_bounds: np.ndarray) -> None:
     """Reset the envs where ``mask`` is True."""
-    _reset_serial(mask, buffers.state, buffers.elapsed, buffers.needs_reset, buffers.episode,
-                  buffers.env_seed, reset_bounds, buffers.obs)
+    _reset_serial(mask, *buffers, reset_bounds)

@@ -24,33 +24,28 @@ def step_kernel(state, elapsed, needs_reset, episode, env_seed, actions, consts,
 
 
 @cuda.jit
-def reset_kernel(mask, state, elapsed, needs_reset, episode, env_seed, reset_bounds, obs):
+def reset_kernel(mask, state, elapsed, needs_reset, episode, env_seed, reset_bounds):
     i = cuda.grid(1)
     if i < state.shape[0] and mask[i]:
-        logic.reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds, obs)
+        logic.reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
 
 
 def _grid(num_envs: int) -> int:
     return (num_envs + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
 
 
-def step(buffers, actions, consts, reset_bounds, max_episode_steps: int,
+def step(buffers, outputs, actions, consts, reset_bounds, max_episode_steps: int,
          sutton_barto_reward: bool, autoreset_mode: int, stream=0) -> None:
-    """Advance every env of ``buffers`` (device arrays) by one step on ``stream``."""
+    """Advance every env of ``buffers`` by one step on ``stream``, writing ``outputs`` (device arrays both)."""
     n = buffers.state.shape[0]
     step_kernel[_grid(n), THREADS_PER_BLOCK, stream](
-        buffers.state, buffers.elapsed, buffers.needs_reset, buffers.episode, buffers.env_seed,
-        actions, consts, reset_bounds, max_episode_steps, sutton_barto_reward, autoreset_mode,
-        buffers.obs, buffers.rewards, buffers.terminated, buffers.truncated,
-        buffers.final_obs, buffers.has_final_obs)
+        *buffers, actions, consts, reset_bounds, max_episode_steps, sutton_barto_reward, autoreset_mode, *outputs)
 
 
 def reset(buffers, mask, reset_bounds, stream=0) -> None:
     """Reset the envs where ``mask`` is True."""
     n = buffers.state.shape[0]
-    reset_kernel[_grid(n), THREADS_PER_BLOCK, stream](
-        mask, buffers.state, buffers.elapsed, buffers.needs_reset, buffers.episode,
-        buffers.env_seed, reset_bounds, buffers.obs)
+    reset_kernel[_grid(n), THREADS_PER_BLOCK, stream](mask, *buffers, reset_bounds)
 
 
 def ptx_signatures() -> list[tuple]:
@@ -69,6 +64,5 @@ def ptx_signatures() -> list[tuple]:
         signatures.append((step_kernel.py_func, buffers + (
             array(types.int64), array(state_dtype), array(types.float64), types.int64,
             types.boolean, types.int64) + outputs))
-        signatures.append((reset_kernel.py_func, (array(types.boolean),) + buffers + (
-            array(types.float64), array(types.float32, 2))))
+        signatures.append((reset_kernel.py_func, (array(types.boolean),) + buffers + (array(types.float64),)))
     return signatures

@@ -40,13 +40,12 @@ def make_consts(dtype) -> np.ndarray:
 
 
 @kernel_function
-def reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds, obs):
-    """Draw env ``i``'s start state uniformly in [low, high) and write its first observation."""
+def reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds):
+    """Draw env ``i``'s start state uniformly in [low, high)."""
     low = reset_bounds[0]
     high = reset_bounds[1]
     for k in range(4):
         state[i, k] = low + (high - low) * uniform01(env_seed[i], episode[i], k)
-        obs[i, k] = state[i, k]
     episode[i] += np.uint64(1)
     elapsed[i] = 0
     needs_reset[i] = False
@@ -89,6 +88,13 @@ def advance_physics(i, state, action, consts):
 
 
 @kernel_function
+def write_obs(i, state, obs):
+    """Env ``i``'s observation: its state in float32."""
+    for k in range(4):
+        obs[i, k] = state[i, k]
+
+
+@kernel_function
 def step_env(
     i, state, elapsed, needs_reset, episode, env_seed, actions, consts, reset_bounds,
     max_episode_steps, sutton_barto_reward, autoreset_mode,
@@ -96,7 +102,8 @@ def step_env(
 ):
     """Advance env ``i`` by one step under ``autoreset_mode`` and write its outputs."""
     if autoreset_mode == NEXT_STEP and needs_reset[i]:
-        reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds, obs)
+        reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
+        write_obs(i, state, obs)
         rewards[i] = 0.0
         terminated[i] = False
         truncated[i] = False
@@ -110,13 +117,12 @@ def step_env(
             rewards[i] = 1.0
         terminated[i] = is_terminal
         truncated[i] = is_truncated
-        for k in range(4):
-            obs[i, k] = state[i, k]
+        write_obs(i, state, obs)
         done = is_terminal or is_truncated
         needs_reset[i] = done
         if autoreset_mode == SAME_STEP:
             has_final_obs[i] = done
             if done:
-                for k in range(4):
-                    final_obs[i, k] = obs[i, k]
-                reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds, obs)
+                write_obs(i, state, final_obs)
+                reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
+                write_obs(i, state, obs)

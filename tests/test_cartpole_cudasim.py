@@ -10,7 +10,7 @@ import pytest
 from gpu_envs.kernels import cartpole_cpu
 from gpu_envs.kernels.autoreset import DISABLED, NEXT_STEP, SAME_STEP
 from gpu_envs.kernels import cartpole_logic as logic
-from gpu_envs.kernels.cartpole_buffers import CartPoleBuffers, allocate_numpy
+from gpu_envs.kernels.cartpole_buffers import CartPoleBuffers, CartPoleOutputs, allocate_numpy, allocate_outputs
 
 pytestmark = pytest.mark.cudasim
 NUM_ENVS = 37  # not a multiple of the block size: exercises the bounds guard
@@ -34,6 +34,8 @@ def test_cuda_kernels_match_cpu_bit_for_bit(dtype, mode):
     bounds = np.array([-0.05, 0.05])
     cpu = seeded_buffers(dtype)
     gpu = CartPoleBuffers(*[cuda.to_device(array) for array in seeded_buffers(dtype)])
+    cpu_out = allocate_outputs(NUM_ENVS)
+    gpu_out = CartPoleOutputs(*[cuda.to_device(array) for array in allocate_outputs(NUM_ENVS)])
     consts_d, bounds_d = cuda.to_device(consts), cuda.to_device(bounds)
     everyone = np.ones(NUM_ENVS, dtype=np.bool_)
     cartpole_cpu.reset(cpu, everyone, bounds)
@@ -41,13 +43,14 @@ def test_cuda_kernels_match_cpu_bit_for_bit(dtype, mode):
     rng = np.random.default_rng(0)
     for step in range(60):
         actions = rng.integers(0, 2, size=NUM_ENVS).astype(np.int64)
-        cartpole_cpu.step(cpu, actions, consts, bounds, 12, step % 2 == 0, mode)
-        cartpole_cuda.step(gpu, cuda.to_device(actions), consts_d, bounds_d, 12, step % 2 == 0, mode)
+        cartpole_cpu.step(cpu, cpu_out, actions, consts, bounds, 12, step % 2 == 0, mode)
+        cartpole_cuda.step(gpu, gpu_out, cuda.to_device(actions), consts_d, bounds_d, 12, step % 2 == 0, mode)
         if mode == DISABLED and cpu.needs_reset.any():
             mask = cpu.needs_reset.copy()
             cartpole_cpu.reset(cpu, mask, bounds)
             cartpole_cuda.reset(gpu, cuda.to_device(mask), bounds_d)
-        for name, cpu_array, gpu_array in zip(CartPoleBuffers._fields, cpu, gpu):
+        names = CartPoleBuffers._fields + CartPoleOutputs._fields
+        for name, cpu_array, gpu_array in zip(names, (*cpu, *cpu_out), (*gpu, *gpu_out)):
             host = gpu_array.copy_to_host()
             if exact or host.dtype.kind in "biu":
                 assert np.array_equal(host, cpu_array), f"{name} differs at step {step}"
