@@ -30,7 +30,7 @@ from gpu_envs import devices
 from gpu_envs.kernels import cartpole_logic as logic
 from gpu_envs.kernels.cartpole_buffers import OUTPUT_LAYOUT, CartPoleBuffers
 from gpu_envs.validation import (AUTORESET_CODES, as_action_tensor, as_reset_mask, check_all_reset,
-                                  check_positive_int, parse_autoreset_mode)
+                                  check_positive_int, parse_autoreset_mode, per_env_seeds)
 
 _OBS_HIGH = np.array([2.4 * 2, np.inf, 12 * 2 * math.pi / 360 * 2, np.inf], dtype=np.float32)
 _DEFAULT_LOW, _DEFAULT_HIGH = -0.05, 0.05
@@ -91,6 +91,7 @@ class CartPoleVectorEnv(VectorEnv):
         self._actions = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
         self._actions_view = devices.kernel_view(self._actions)
         self._driver = self._load_driver()
+        self._scratch = self._driver.make_scratch(self.num_envs, devices.torch_to_numpy_dtype(self.dtype))
         if self.device.type == "cuda":
             from numba import cuda
 
@@ -104,7 +105,7 @@ class CartPoleVectorEnv(VectorEnv):
     def _allocate(self) -> CartPoleBuffers:
         n, dev = self.num_envs, self.device
         return CartPoleBuffers(
-            state=torch.zeros((n, 4), dtype=self.dtype, device=dev),
+            state=torch.zeros((4, n), dtype=self.dtype, device=dev),  # component-major (see cartpole_logic)
             elapsed=torch.zeros(n, dtype=torch.int32, device=dev),
             needs_reset=torch.zeros(n, dtype=torch.bool, device=dev),
             episode=torch.zeros(n, dtype=torch.int64, device=dev),
@@ -129,15 +130,18 @@ class CartPoleVectorEnv(VectorEnv):
     # ----------------------------------------------------------------------------- state
     @property
     def state(self) -> torch.Tensor:
-        """The [num_envs, 4] state tensor (x, x_dot, theta, theta_dot); writes go to the envs."""
-        return self._tensors.state
+        """The [num_envs, 4] state (x, x_dot, theta, theta_dot): a view, writes go to the envs.
+
+        The kernels store it component-major, so this view is not contiguous (its ``.T`` is).
+        """
+        return self._tensors.state.T
 
     @state.setter
     def state(self, value) -> None:
         value = torch.as_tensor(value, dtype=self.dtype, device=self.device)
         if value.shape != (self.num_envs, 4):
             raise ValueError(f"state must have shape ({self.num_envs}, 4), got {tuple(value.shape)}")
-        self._tensors.state.copy_(value)
+        self._tensors.state.copy_(value.T)
 
     # ----------------------------------------------------------------------------- API
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
@@ -161,17 +165,10 @@ class CartPoleVectorEnv(VectorEnv):
         _, bounds = self._kernel_consts()
         self._driver.reset(self._views, devices.kernel_view(mask), bounds, **self._stream_kwargs())
         self._is_reset = True
-        return self._tensors.state.to(torch.float32, copy=True), {}
+        return self.state.to(torch.float32, memory_format=torch.contiguous_format, copy=True), {}
 
     def _seed(self, mask: torch.Tensor, seed) -> None:
-        if isinstance(seed, (list, tuple, np.ndarray, torch.Tensor)):
-            seeds = torch.as_tensor(np.asarray(seed, dtype=np.int64), device=self.device)
-            if seeds.shape != (self.num_envs,):
-                raise ValueError(f"seed list must have {self.num_envs} entries, got {tuple(seeds.shape)}")
-        elif isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
-            seeds = int(seed) + torch.arange(self.num_envs, dtype=torch.int64, device=self.device)
-        else:
-            raise ValueError(f"seed must be an int >= 0, a list of ints or None, got {seed!r}")
+        seeds = per_env_seeds(seed, self.num_envs, self.device)
         self._tensors.env_seed.copy_(torch.where(mask, seeds, self._tensors.env_seed))
         self._tensors.episode.masked_fill_(mask, 0)
         self._seeded = True
@@ -189,7 +186,7 @@ class CartPoleVectorEnv(VectorEnv):
         consts, bounds = self._kernel_consts()
         self._driver.step(self._views, self._outputs.arrays(), self._kernel_actions(actions), consts, bounds,
                           self.max_episode_steps, self.sutton_barto_reward,
-                          AUTORESET_CODES[self.autoreset_mode], **self._stream_kwargs())
+                          AUTORESET_CODES[self.autoreset_mode], scratch=self._scratch, **self._stream_kwargs())
         out = self._outputs
         info: dict[str, Any] = {}
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
@@ -213,7 +210,7 @@ class CartPoleVectorEnv(VectorEnv):
             return None
         from gpu_envs.rendering import render_cartpole_frames
 
-        return render_cartpole_frames(self._tensors.state.double().cpu().numpy())
+        return render_cartpole_frames(self.state.double().cpu().numpy())
 
     def close_extras(self, **kwargs) -> None:
         """Release the device buffers."""

@@ -38,7 +38,7 @@ from gpu_envs import devices
 from gpu_envs.kernels import tag_logic as logic
 from gpu_envs.kernels.tag_buffers import TagBuffers, buffer_shapes
 from gpu_envs.validation import (AUTORESET_CODES, as_action_tensor, as_reset_mask, check_all_reset,
-                                  check_positive_int, parse_autoreset_mode)
+                                  check_positive_int, parse_autoreset_mode, per_env_seeds)
 
 _TORCH_DTYPES = {
     np.dtype(np.float32): torch.float32, np.dtype(np.bool_): torch.bool,
@@ -336,15 +336,7 @@ class TagEnv:
         return devices.fresh_copy(self._tensors.obs), {"active": devices.fresh_copy(self._tensors.active)}
 
     def _seed(self, mask: torch.Tensor, seed) -> None:
-        if isinstance(seed, (list, tuple, np.ndarray, torch.Tensor)):
-            values = [int(s) for s in (seed.tolist() if hasattr(seed, "tolist") else seed)]
-            if len(values) != self.num_envs or any(s < 0 for s in values):
-                raise ValueError(f"seed sequence must hold {self.num_envs} ints >= 0, got {seed!r}")
-            seeds = torch.tensor(values, dtype=torch.int64, device=self.device)
-        elif _is_int(seed) and seed >= 0:
-            seeds = int(seed) + torch.arange(self.num_envs, dtype=torch.int64, device=self.device)
-        else:
-            raise ValueError(f"seed must be an int >= 0, a sequence of ints or None, got {seed!r}")
+        seeds = per_env_seeds(seed, self.num_envs, self.device, "game")
         self._tensors.env_seed.copy_(torch.where(mask, seeds, self._tensors.env_seed))
         self._tensors.episode.masked_fill_(mask, 0)
         self._seeded = True

@@ -101,6 +101,18 @@ def check_positive_int(value, name: str) -> int:
     return int(value)
 
 
+def per_env_seeds(seed, num_envs: int, device: torch.device, noun: str = "env") -> torch.Tensor:
+    """[num_envs] int64 seeds: ``seed + i`` for an int ``seed``, or one int >= 0 per ``noun`` from a sequence."""
+    if isinstance(seed, (list, tuple, np.ndarray, torch.Tensor)):
+        values = [int(s) for s in (seed.tolist() if hasattr(seed, "tolist") else seed)]
+        if len(values) != num_envs or any(s < 0 for s in values):
+            raise ValueError(f"seed sequence must hold {num_envs} ints >= 0 (one per {noun}), got {seed!r}")
+        return torch.tensor(values, dtype=torch.int64, device=device)
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
+        return int(seed) + torch.arange(num_envs, dtype=torch.int64, device=device)
+    raise ValueError(f"seed must be an int >= 0, a sequence of ints or None, got {seed!r}")
+
+
 def check_all_reset(needs_reset: torch.Tensor, noun: str) -> None:
     """With autoreset DISABLED, refuse to step while any ``noun`` (env, game) ended without a reset."""
     if bool(needs_reset.any()):

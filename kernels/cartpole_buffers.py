@@ -8,7 +8,7 @@ import numpy as np
 class CartPoleBuffers(NamedTuple):
     """Per-env state, kept between steps. Arrays are NumPy (CPU) or device arrays (CUDA)."""
 
-    state: Any          # [n, 4] float32/float64: x, x_dot, theta, theta_dot
+    state: Any          # [4, n] float32/float64: x, x_dot, theta, theta_dot of each env (component-major)
     elapsed: Any        # [n] int32: steps since the episode started
     needs_reset: Any    # [n] bool: the env finished and has not been reset yet
     episode: Any        # [n] uint64: episodes started since seeding (RNG counter)
@@ -34,7 +34,7 @@ OUTPUT_LAYOUT = {"obs": ((4,), np.float32), "rewards": ((), np.float32), "termin
 def allocate_numpy(num_envs: int, dtype) -> CartPoleBuffers:
     """Zeroed NumPy state buffers (for tests and the CUDA simulator)."""
     return CartPoleBuffers(
-        state=np.zeros((num_envs, 4), dtype), elapsed=np.zeros(num_envs, np.int32),
+        state=np.zeros((4, num_envs), dtype), elapsed=np.zeros(num_envs, np.int32),
         needs_reset=np.zeros(num_envs, np.bool_), episode=np.zeros(num_envs, np.uint64),
         env_seed=np.zeros(num_envs, np.uint64),
     )

@@ -1,4 +1,11 @@
-"""CPU drivers of the CartPole kernels: njit loops over envs, serial or parallel by batch size."""
+"""CPU drivers of the CartPole kernels: njit loops over blocks of envs, serial or parallel by batch size.
+
+Each block of envs takes three passes over the logic of ``cartpole_logic``: the cos/sin of every
+pole angle (libm calls), the physics (branch-free arithmetic on the component-major state, which
+LLVM vectorises), then the per-env bookkeeping and autoresets. Splitting the step this way lets the
+divisions and multiplications run four envs at a time; the results are the same bits as one env at
+a time.
+"""
 
 import numba
 import numpy as np
@@ -10,6 +17,9 @@ from gpu_envs.kernels import cartpole_logic as logic
 #: driver is used at every size.
 PARALLEL_MIN_ENVS = 4096
 
+#: Envs per block: a block's state, cos/sin and outputs stay in the L1/L2 cache across its passes.
+BLOCK = 512
+
 _JIT_OPTIONS = {"cache": True, "error_model": "numpy", "_nrt": False}
 # _nrt=False: the loops allocate nothing, and without the runtime numba emits no reference counting
 # for the arrays handed to the inlined per-env logic (measured: 2.5x less CPU time per env).
@@ -18,40 +28,72 @@ _JIT_OPTIONS = {"cache": True, "error_model": "numpy", "_nrt": False}
 # `parallel` option, so two compilations of one function would share one cache entry.
 
 
+@numba.njit(inline="always", **_JIT_OPTIONS)
+def _step_block(block, trig, state, elapsed, needs_reset, episode, env_seed, actions, consts, reset_bounds,
+                max_episode_steps, sutton_barto_reward, autoreset_mode,
+                obs, rewards, terminated, truncated, final_obs, has_final_obs):
+    start = block * BLOCK
+    stop = min(start + BLOCK, state.shape[1])
+    for i in range(start, stop):
+        trig[0, i], trig[1, i] = logic.pole_cos_sin(state[2, i])
+    # The constants as values, so that LLVM can keep them in registers across the vectorised loop.
+    values = (consts[0], consts[1], consts[2], consts[3], consts[4], consts[5], consts[6], consts[7],
+              consts[8], consts[9])
+    # One 1-D view per component over the block, indexed from 0: LLVM then proves the indices
+    # non-negative and the views disjoint (a runtime check), and vectorises the loop.
+    x, x_dot = state[0, start:stop], state[1, start:stop]
+    theta, theta_dot = state[2, start:stop], state[3, start:stop]
+    costheta, sintheta = trig[0, start:stop], trig[1, start:stop]
+    block_actions, is_terminal = actions[start:stop], terminated[start:stop]
+    for j in range(stop - start):
+        # Envs about to be reset (NEXT_STEP) are advanced too: branch-free, and the reset overwrites them.
+        x[j], x_dot[j], theta[j], theta_dot[j], is_terminal[j] = logic.physics(
+            x[j], x_dot[j], theta[j], theta_dot[j], block_actions[j], costheta[j], sintheta[j], values)
+    for i in range(start, stop):
+        logic.finish_step(i, terminated[i], state, elapsed, needs_reset, episode, env_seed, reset_bounds,
+                          max_episode_steps, sutton_barto_reward, autoreset_mode,
+                          obs, rewards, terminated, truncated, final_obs, has_final_obs)
+
+
 @numba.njit(**_JIT_OPTIONS)
-def _step_serial(state, elapsed, needs_reset, episode, env_seed, actions, consts, reset_bounds,
+def _step_serial(trig, state, elapsed, needs_reset, episode, env_seed, actions, consts, reset_bounds,
                  max_episode_steps, sutton_barto_reward, autoreset_mode,
                  obs, rewards, terminated, truncated, final_obs, has_final_obs):
-    for i in range(state.shape[0]):
-        logic.step_env(i, state, elapsed, needs_reset, episode, env_seed, actions, consts,
-                       reset_bounds, max_episode_steps, sutton_barto_reward, autoreset_mode,
-                       obs, rewards, terminated, truncated, final_obs, has_final_obs)
+    for block in range((state.shape[1] + BLOCK - 1) // BLOCK):
+        _step_block(block, trig, state, elapsed, needs_reset, episode, env_seed, actions, consts, reset_bounds,
+                    max_episode_steps, sutton_barto_reward, autoreset_mode,
+                    obs, rewards, terminated, truncated, final_obs, has_final_obs)
 
 
 @numba.njit(parallel=True, **_JIT_OPTIONS)
-def _step_parallel(state, elapsed, needs_reset, episode, env_seed, actions, consts, reset_bounds,
+def _step_parallel(trig, state, elapsed, needs_reset, episode, env_seed, actions, consts, reset_bounds,
                    max_episode_steps, sutton_barto_reward, autoreset_mode,
                    obs, rewards, terminated, truncated, final_obs, has_final_obs):
-    for i in numba.prange(state.shape[0]):
-        logic.step_env(i, state, elapsed, needs_reset, episode, env_seed, actions, consts,
-                       reset_bounds, max_episode_steps, sutton_barto_reward, autoreset_mode,
-                       obs, rewards, terminated, truncated, final_obs, has_final_obs)
+    for block in numba.prange((state.shape[1] + BLOCK - 1) // BLOCK):
+        _step_block(block, trig, state, elapsed, needs_reset, episode, env_seed, actions, consts, reset_bounds,
+                    max_episode_steps, sutton_barto_reward, autoreset_mode,
+                    obs, rewards, terminated, truncated, final_obs, has_final_obs)
 
 
 @numba.njit(**_JIT_OPTIONS)
 def _reset_serial(mask, state, elapsed, needs_reset, episode, env_seed, reset_bounds):
-    for i in range(state.shape[0]):
+    for i in range(state.shape[1]):
         if mask[i]:
             logic.reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
 
 
+def make_scratch(num_envs: int, dtype) -> np.ndarray:
+    """The step's scratch: cos and sin of every pole angle, [2, num_envs] of the state ``dtype``."""
+    return np.zeros((2, num_envs), dtype)
+
+
 def step(buffers, outputs, actions: np.ndarray, consts: np.ndarray, reset_bounds: np.ndarray,
-         max_episode_steps: int, sutton_barto_reward: bool, autoreset_mode: int) -> None:
+         max_episode_steps: int, sutton_barto_reward: bool, autoreset_mode: int, scratch: np.ndarray) -> None:
     """Advance every env of ``buffers`` by one step, writing ``outputs`` (NumPy arrays both)."""
-    parallel = buffers.state.shape[0] >= PARALLEL_MIN_ENVS and numba.get_num_threads() > 1
+    parallel = buffers.state.shape[1] >= PARALLEL_MIN_ENVS and numba.get_num_threads() > 1
     kernel = _step_parallel if parallel else _step_serial
-    kernel(*buffers, actions, consts, reset_bounds, max_episode_steps, sutton_barto_reward, autoreset_mode,
-           *outputs)
+    kernel(scratch, *buffers, actions, consts, reset_bounds, max_episode_steps, sutton_barto_reward,
+           autoreset_mode, *outputs)
 
 
 def reset(buffers, mask: np.ndarray, reset_bounds: np.ndarray) -> None:

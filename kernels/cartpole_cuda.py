@@ -17,7 +17,7 @@ def step_kernel(state, elapsed, needs_reset, episode, env_seed, actions, consts,
                 max_episode_steps, sutton_barto_reward, autoreset_mode,
                 obs, rewards, terminated, truncated, final_obs, has_final_obs):
     i = cuda.grid(1)
-    if i < state.shape[0]:
+    if i < state.shape[1]:
         logic.step_env(i, state, elapsed, needs_reset, episode, env_seed, actions, consts,
                        reset_bounds, max_episode_steps, sutton_barto_reward, autoreset_mode,
                        obs, rewards, terminated, truncated, final_obs, has_final_obs)
@@ -26,7 +26,7 @@ def step_kernel(state, elapsed, needs_reset, episode, env_seed, actions, consts,
 @cuda.jit
 def reset_kernel(mask, state, elapsed, needs_reset, episode, env_seed, reset_bounds):
     i = cuda.grid(1)
-    if i < state.shape[0] and mask[i]:
+    if i < state.shape[1] and mask[i]:
         logic.reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
 
 
@@ -34,17 +34,23 @@ def _grid(num_envs: int) -> int:
     return (num_envs + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK
 
 
+def make_scratch(num_envs: int, dtype) -> None:
+    """No scratch on CUDA: each thread keeps its cos/sin in registers."""
+    return None
+
+
 def step(buffers, outputs, actions, consts, reset_bounds, max_episode_steps: int,
-         sutton_barto_reward: bool, autoreset_mode: int, stream=0) -> None:
-    """Advance every env of ``buffers`` by one step on ``stream``, writing ``outputs`` (device arrays both)."""
-    n = buffers.state.shape[0]
+         sutton_barto_reward: bool, autoreset_mode: int, scratch=None, stream=0) -> None:
+    """Advance every env of ``buffers`` by one step on ``stream``, writing ``outputs`` (device arrays
+    both); ``scratch`` is ``make_scratch``'s None."""
+    n = buffers.state.shape[1]
     step_kernel[_grid(n), THREADS_PER_BLOCK, stream](
         *buffers, actions, consts, reset_bounds, max_episode_steps, sutton_barto_reward, autoreset_mode, *outputs)
 
 
 def reset(buffers, mask, reset_bounds, stream=0) -> None:
     """Reset the envs where ``mask`` is True."""
-    n = buffers.state.shape[0]
+    n = buffers.state.shape[1]
     reset_kernel[_grid(n), THREADS_PER_BLOCK, stream](mask, *buffers, reset_bounds)
 
 

@@ -3,8 +3,15 @@
 The functions here are ``kernel_function``s (see ``targets``): the CPU driver (njit) and the CUDA kernel each compile
 them for their own target, and the CUDA simulator runs them as Python. They follow gymnasium's
 ``CartPoleEnv`` operation by operation (see SPEC-cartpole.md), so a float64 trajectory equals
-gymnasium's bit for bit. Physical constants come in the ``consts`` array, already in the state dtype,
-so no untyped literal can change the precision of a target.
+gymnasium's bit for bit. Physical constants come in the ``consts`` array (or a tuple of its values),
+already in the state dtype, so no untyped literal can change the precision of a target.
+
+The state is stored by component, ``state[k, i]`` (k = x, x_dot, theta, theta_dot; i = env): GPU
+threads then read neighbouring addresses, and the CPU driver's physics pass vectorises.
+
+One step of env ``i`` is: ``pole_cos_sin`` of its angle, ``physics`` (a pure function of the
+state), then ``finish_step`` (counters, rewards, flags, observation, autoreset). The CUDA kernel runs
+them in one thread (``step_env``); the CPU driver runs each as a pass over a block of envs.
 """
 
 import math
@@ -45,25 +52,25 @@ def reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds):
     low = reset_bounds[0]
     high = reset_bounds[1]
     for k in range(4):
-        state[i, k] = low + (high - low) * uniform01(env_seed[i], episode[i], k)
+        state[k, i] = low + (high - low) * uniform01(env_seed[i], episode[i], k)
     episode[i] += np.uint64(1)
     elapsed[i] = 0
     needs_reset[i] = False
 
 
 @kernel_function
-def advance_physics(i, state, action, consts):
-    """One Euler step of env ``i``; returns True when the new state is terminal."""
-    x = state[i, 0]
-    x_dot = state[i, 1]
-    theta = state[i, 2]
-    theta_dot = state[i, 3]
+def pole_cos_sin(theta):
+    """cos and sin of the pole angle in its dtype, computed in float64 like gymnasium's math.cos/sin."""
+    return cast_like(math.cos(np.float64(theta)), theta), cast_like(math.sin(np.float64(theta)), theta)
+
+
+@kernel_function
+def physics(x, x_dot, theta, theta_dot, action, costheta, sintheta, consts):
+    """One Euler step: the next (x, x_dot, theta, theta_dot) and whether that state is terminal."""
     if action == 1:
         force = consts[FORCE_MAG]
     else:
         force = -consts[FORCE_MAG]
-    costheta = cast_like(math.cos(np.float64(theta)), theta)
-    sintheta = cast_like(math.sin(np.float64(theta)), theta)
     # Same association as gymnasium (squares first, left to right): needed for bit-exactness.
     temp = (force + consts[POLEMASS_LENGTH] * (theta_dot * theta_dot) * sintheta) / consts[TOTAL_MASS]
     thetaacc = (consts[GRAVITY] * sintheta - costheta * temp) / (
@@ -75,23 +82,65 @@ def advance_physics(i, state, action, consts):
     x_dot = x_dot + consts[TAU] * xacc
     theta = theta + consts[TAU] * theta_dot
     theta_dot = theta_dot + consts[TAU] * thetaacc
-    state[i, 0] = x
-    state[i, 1] = x_dot
-    state[i, 2] = theta
-    state[i, 3] = theta_dot
-    return (
-        x < -consts[X_THRESHOLD]
-        or x > consts[X_THRESHOLD]
-        or theta < -consts[THETA_THRESHOLD]
-        or theta > consts[THETA_THRESHOLD]
-    )
+    is_terminal = ((x < -consts[X_THRESHOLD]) | (x > consts[X_THRESHOLD])
+                   | (theta < -consts[THETA_THRESHOLD]) | (theta > consts[THETA_THRESHOLD]))
+    return x, x_dot, theta, theta_dot, is_terminal
+
+
+@kernel_function
+def advance_env(i, state, action, costheta, sintheta, consts):
+    """Apply ``physics`` to env ``i``'s state in place; returns True when the new state is terminal."""
+    x, x_dot, theta, theta_dot, is_terminal = physics(state[0, i], state[1, i], state[2, i], state[3, i],
+                                                      action, costheta, sintheta, consts)
+    state[0, i] = x
+    state[1, i] = x_dot
+    state[2, i] = theta
+    state[3, i] = theta_dot
+    return is_terminal
 
 
 @kernel_function
 def write_obs(i, state, obs):
     """Env ``i``'s observation: its state in float32."""
     for k in range(4):
-        obs[i, k] = state[i, k]
+        obs[i, k] = state[k, i]
+
+
+@kernel_function
+def finish_step(
+    i, is_terminal, state, elapsed, needs_reset, episode, env_seed, reset_bounds,
+    max_episode_steps, sutton_barto_reward, autoreset_mode,
+    obs, rewards, terminated, truncated, final_obs, has_final_obs,
+):
+    """Everything of env ``i``'s step after the physics, under ``autoreset_mode``.
+
+    In NEXT_STEP mode an env that finished on the previous step is reset instead (its physics
+    result, if computed, is overwritten): reward 0, both flags False.
+    """
+    if autoreset_mode == NEXT_STEP and needs_reset[i]:
+        reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
+        write_obs(i, state, obs)
+        rewards[i] = 0.0
+        terminated[i] = False
+        truncated[i] = False
+        return
+    elapsed[i] += 1
+    is_truncated = max_episode_steps > 0 and elapsed[i] >= max_episode_steps
+    if sutton_barto_reward:
+        rewards[i] = -1.0 if is_terminal else 0.0
+    else:
+        rewards[i] = 1.0
+    terminated[i] = is_terminal
+    truncated[i] = is_truncated
+    write_obs(i, state, obs)
+    done = is_terminal or is_truncated
+    needs_reset[i] = done
+    if autoreset_mode == SAME_STEP:
+        has_final_obs[i] = done
+        if done:
+            write_obs(i, state, final_obs)
+            reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
+            write_obs(i, state, obs)
 
 
 @kernel_function
@@ -100,29 +149,11 @@ def step_env(
     max_episode_steps, sutton_barto_reward, autoreset_mode,
     obs, rewards, terminated, truncated, final_obs, has_final_obs,
 ):
-    """Advance env ``i`` by one step under ``autoreset_mode`` and write its outputs."""
-    if autoreset_mode == NEXT_STEP and needs_reset[i]:
-        reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
-        write_obs(i, state, obs)
-        rewards[i] = 0.0
-        terminated[i] = False
-        truncated[i] = False
-    else:
-        is_terminal = advance_physics(i, state, actions[i], consts)
-        elapsed[i] += 1
-        is_truncated = max_episode_steps > 0 and elapsed[i] >= max_episode_steps
-        if sutton_barto_reward:
-            rewards[i] = -1.0 if is_terminal else 0.0
-        else:
-            rewards[i] = 1.0
-        terminated[i] = is_terminal
-        truncated[i] = is_truncated
-        write_obs(i, state, obs)
-        done = is_terminal or is_truncated
-        needs_reset[i] = done
-        if autoreset_mode == SAME_STEP:
-            has_final_obs[i] = done
-            if done:
-                write_obs(i, state, final_obs)
-                reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
-                write_obs(i, state, obs)
+    """Advance env ``i`` by one step under ``autoreset_mode`` and write its outputs (one GPU thread)."""
+    is_terminal = False
+    if not (autoreset_mode == NEXT_STEP and needs_reset[i]):
+        costheta, sintheta = pole_cos_sin(state[2, i])
+        is_terminal = advance_env(i, state, actions[i], costheta, sintheta, consts)
+    finish_step(i, is_terminal, state, elapsed, needs_reset, episode, env_seed, reset_bounds,
+                max_episode_steps, sutton_barto_reward, autoreset_mode,
+                obs, rewards, terminated, truncated, final_obs, has_final_obs)

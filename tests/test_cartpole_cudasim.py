@@ -35,6 +35,7 @@ def test_cuda_kernels_match_cpu_bit_for_bit(dtype, mode):
     cpu = seeded_buffers(dtype)
     gpu = CartPoleBuffers(*[cuda.to_device(array) for array in seeded_buffers(dtype)])
     cpu_out = allocate_outputs(NUM_ENVS)
+    scratch = cartpole_cpu.make_scratch(NUM_ENVS, dtype)
     gpu_out = CartPoleOutputs(*[cuda.to_device(array) for array in allocate_outputs(NUM_ENVS)])
     consts_d, bounds_d = cuda.to_device(consts), cuda.to_device(bounds)
     everyone = np.ones(NUM_ENVS, dtype=np.bool_)
@@ -43,7 +44,7 @@ def test_cuda_kernels_match_cpu_bit_for_bit(dtype, mode):
     rng = np.random.default_rng(0)
     for step in range(60):
         actions = rng.integers(0, 2, size=NUM_ENVS).astype(np.int64)
-        cartpole_cpu.step(cpu, cpu_out, actions, consts, bounds, 12, step % 2 == 0, mode)
+        cartpole_cpu.step(cpu, cpu_out, actions, consts, bounds, 12, step % 2 == 0, mode, scratch)
         cartpole_cuda.step(gpu, gpu_out, cuda.to_device(actions), consts_d, bounds_d, 12, step % 2 == 0, mode)
         if mode == DISABLED and cpu.needs_reset.any():
             mask = cpu.needs_reset.copy()

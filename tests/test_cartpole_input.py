@@ -68,7 +68,7 @@ def test_bad_reset_options_and_seed(env):
         env.reset(options={"low": 0.2, "high": 0.1})
     with pytest.raises(ValueError, match="seed"):
         env.reset(seed=-1)
-    with pytest.raises(ValueError, match="seed list"):
+    with pytest.raises(ValueError, match="seed sequence"):
         env.reset(seed=[1, 2])
 
 

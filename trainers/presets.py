@@ -44,6 +44,12 @@ CARTPOLE = dict(
     evaluation=dict(eval_freq=2, num_episodes=10, stop_value=475.0),
 )
 
+def _seed_policy(lr: float) -> dict:
+    """A policy block of the seed Tag config (the two teams differ in learning rate only)."""
+    return dict(to_train=True, algorithm="A2C", gamma=0.98, lr=lr,
+                model=dict(type="fully_connected", fc_dims=[256, 256], model_ckpt_filepath=""))
+
+
 # The seed run config of the original framework's Tag notebook, verbatim, plus evaluation settings.
 TAG = dict(
     name="tag_continuous",
@@ -69,22 +75,7 @@ TAG = dict(
         tagging_distance=0.02,
     ),
     trainer=dict(num_envs=50, train_batch_size=10000, num_episodes=500),
-    policy=dict(
-        runner=dict(
-            to_train=True,
-            algorithm="A2C",
-            gamma=0.98,
-            lr=0.005,
-            model=dict(type="fully_connected", fc_dims=[256, 256], model_ckpt_filepath=""),
-        ),
-        tagger=dict(
-            to_train=True,
-            algorithm="A2C",
-            gamma=0.98,
-            lr=0.002,
-            model=dict(type="fully_connected", fc_dims=[256, 256], model_ckpt_filepath=""),
-        ),
-    ),
+    policy=dict(runner=_seed_policy(lr=0.005), tagger=_seed_policy(lr=0.002)),
     saving=dict(metrics_log_freq=10, model_params_save_freq=5000, basedir="/tmp",
                 name="continuous_tag", tag="example"),
     evaluation=dict(eval_freq=50, num_episodes=10),
