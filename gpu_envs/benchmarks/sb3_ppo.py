@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", default=None, help="write every run and the summary here")
 
 
-def _linear(start: float):
+def linear_schedule(start: float):
     return lambda progress_remaining: progress_remaining * start
 
 
@@ -97,8 +97,8 @@ def run_one(impl: str, seed: int, timesteps: int, device: str, eval_episodes: in
     from stable_baselines3.common.evaluation import evaluate_policy
 
     env, eval_env = _envs(impl, seed, device)
-    model = PPO("MlpPolicy", env, learning_rate=_linear(1e-3), clip_range=_linear(0.2), seed=seed,
-                device="cpu", verbose=0, **RL_ZOO)
+    model = PPO("MlpPolicy", env, learning_rate=linear_schedule(1e-3), clip_range=linear_schedule(0.2),
+                seed=seed, device="cpu", verbose=0, **RL_ZOO)
     load_before = os.getloadavg()[0]
     wall0, cpu0 = time.perf_counter(), time.process_time()
     model.learn(total_timesteps=timesteps)

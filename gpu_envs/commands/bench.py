@@ -8,6 +8,7 @@ BENCHMARKS = {
     "cartpole": "gpu_envs.benchmarks.cartpole",
     "tag": "gpu_envs.benchmarks.tag",
     "sb3-ppo": "gpu_envs.benchmarks.sb3_ppo",
+    "train-cartpole": "gpu_envs.benchmarks.train_cartpole",
 }
 
 
