@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     if extra and not getattr(args, "accepts_extra", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     result = args.func(args, extra) if getattr(args, "accepts_extra", False) else args.func(args)
-    return result if isinstance(result, int) else 0  # benchmarks return their record
+    return int(result or 0)
 
 
 if __name__ == "__main__":

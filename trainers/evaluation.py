@@ -10,7 +10,7 @@ import torch
 from gpu_envs.trainers.policy import greedy_actions
 from gpu_envs.trainers.rollout import PolicyGroup
 
-_CHECK_EVERY = 16  # steps between the (host-synchronising) "all episodes over?" checks
+CHECK_EVERY = 16  # steps between the (host-synchronising) "all episodes over?" checks
 
 
 @torch.no_grad()
@@ -52,7 +52,7 @@ class Evaluator:
             self.lengths += running
             finished |= terminated | truncated
             steps += 1
-            if steps % _CHECK_EVERY == 0 and bool(finished.all()):
+            if steps % CHECK_EVERY == 0 and bool(finished.all()):
                 break
         returns = {g.tag: self.returns[:, g.agents].sum(-1) for g in self.groups}
         return {"returns": returns, "lengths": self.lengths.clone(), "envsteps": int(self.lengths.sum()),

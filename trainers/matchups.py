@@ -16,6 +16,7 @@ actions from a ``torch.Generator`` seeded with ``seed``, on the env's device.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
@@ -26,6 +27,7 @@ from gpu_envs import devices
 from gpu_envs.tag import TEAMS, TagEnv
 from gpu_envs.trainers.checkpoint import CheckpointError, load_checkpoint
 from gpu_envs.trainers.config import ConfigError, ModelConfig, game_of
+from gpu_envs.trainers.evaluation import CHECK_EVERY
 from gpu_envs.trainers.policy import ActorCritic, greedy_actions
 
 TAGGER_TARGET = 1.5
@@ -33,7 +35,6 @@ RUNNER_TARGET = 2 / 3
 KINDS = ("random", "trained")
 #: (taggers, runners) of each matchup, in report order.
 MATCHUPS = (("random", "random"), ("trained", "random"), ("random", "trained"), ("trained", "trained"))
-_CHECK_EVERY = 16  # steps between the (host-synchronising) "every episode over?" checks
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,7 @@ def count_tags(env: TagEnv, policy: Callable[[torch.Tensor, TagEnv], torch.Tenso
         obs, _, terminated, truncated, _ = env.step(policy(obs, env))
         tags += env.team_view(env.tag_count, "runner").sum(-1) * playing
         playing &= ~(terminated | truncated)
-        if step % _CHECK_EVERY == 0 and not bool(playing.any()):
+        if step % CHECK_EVERY == 0 and not bool(playing.any()):
             break
     return tags
 
@@ -182,16 +183,14 @@ class MatchupResult:
 
     @property
     def mean(self) -> float:
-        return sum(self.tags) / len(self.tags)
+        return statistics.fmean(self.tags)
 
     @property
     def stderr(self) -> float:
         """Standard error of the mean (NaN for one episode)."""
-        n, mean = len(self.tags), self.mean
-        if n < 2:
+        if len(self.tags) < 2:
             return math.nan
-        variance = sum((t - mean) ** 2 for t in self.tags) / (n - 1)
-        return math.sqrt(variance / n)
+        return statistics.stdev(self.tags) / math.sqrt(len(self.tags))
 
 
 @dataclass(frozen=True)

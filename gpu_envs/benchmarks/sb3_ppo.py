@@ -26,6 +26,8 @@ import statistics
 import time
 from datetime import datetime, timezone
 
+from gpu_envs.benchmarks import timing
+
 IMPLEMENTATIONS = ("gymnasium", "gpu_envs")
 RL_ZOO = dict(n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0)
 NUM_ENVS = 8
@@ -61,34 +63,6 @@ def _envs(impl: str, seed: int, device: str):
 
     return (VecMonitor(make_sb3_vec_env("gpu_envs/CartPole-v1", num_envs=NUM_ENVS, device=device)),
             VecMonitor(make_sb3_vec_env("gpu_envs/CartPole-v1", num_envs=1, device=device)))
-
-
-def background_busy(seconds: float = 1.0) -> float:
-    """Fraction of the machine's CPU time used by other processes (and stolen) over ``seconds``
-    while this process sleeps, from /proc/stat (NaN where there is none)."""
-    def sample() -> tuple[int, int]:
-        with open("/proc/stat") as f:
-            user, nice, system, idle, iowait, irq, softirq, steal = (int(v) for v in f.readline().split()[1:9])
-        busy = user + nice + system + irq + softirq + steal
-        return busy, busy + idle + iowait
-
-    try:
-        busy0, total0 = sample()
-        time.sleep(seconds)
-        busy1, total1 = sample()
-    except OSError:
-        return float("nan")
-    return (busy1 - busy0) / max(total1 - total0, 1)
-
-
-def wait_quiet(threshold: float, max_wait_s: float) -> float:
-    """Wait (at most ``max_wait_s``) until the background load is under ``threshold``; returns the
-    last load seen."""
-    deadline = time.monotonic() + max_wait_s
-    while True:
-        busy = background_busy()
-        if not busy >= threshold or time.monotonic() > deadline:
-            return busy
 
 
 def run_one(impl: str, seed: int, timesteps: int, device: str, eval_episodes: int) -> dict:
@@ -173,7 +147,7 @@ def markdown(runs: list[dict], summary: dict) -> str:
     for r in runs:
         lines.append(f"| {r['impl']} | {r['seed']} | {r['wall_s']:.1f} | {r['steps_per_s']:.0f} | "
                      f"{r['steps_per_cpu_s']:.0f} | {r['eval_mean']:.1f} ± {r['eval_std']:.1f} | "
-                     f"{100 * r['background_busy_before']:.0f}% | "
+                     f"{timing.format_share(r['background_busy_before'])} | "
                      f"{r['loadavg_before']:.1f} → {r['loadavg_after']:.1f} |")
     lines += ["", "| env | median steps/s (wall) | median steps/s (CPU time) | seeds with eval mean ≥ 475 | "
               "VecEnv.step of 8 envs alone, µs |", "|---|---|---|---|---|"]
@@ -187,7 +161,7 @@ def markdown(runs: list[dict], summary: dict) -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> dict:
+def run(args: argparse.Namespace) -> int:
     import importlib.metadata as metadata
 
     import torch
@@ -199,7 +173,7 @@ def run(args: argparse.Namespace) -> dict:
     for k, seed in enumerate(seeds):
         order = IMPLEMENTATIONS if k % 2 == 0 else IMPLEMENTATIONS[::-1]
         for impl in order:
-            busy = wait_quiet(args.quiet_threshold, args.max_wait)
+            busy = timing.wait_for_quiet(args.max_wait, args.quiet_threshold)
             result = run_one(impl, seed, args.timesteps, args.device, args.eval_episodes)
             result["background_busy_before"] = busy
             runs.append(result)
@@ -218,14 +192,14 @@ def run(args: argparse.Namespace) -> dict:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(record, f, indent=1, default=str)
-    return record
+    return 0
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_arguments(parser)
-    run(parser.parse_args(argv))
+    return run(parser.parse_args(argv))
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

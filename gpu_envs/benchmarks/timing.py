@@ -213,6 +213,11 @@ def measure(call: Callable[[], object], steps_per_call: int, sync: Callable[[], 
     )
 
 
+def format_share(value: float | None) -> str:
+    """A background load as a percentage of the CPUs ("37%"), "–" when unknown."""
+    return "–" if value is None else f"{100 * value:.0f}%"
+
+
 def format_rate(value: float) -> str:
     """A rate with a k / M / G suffix and 3 significant digits (12.3M)."""
     for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):

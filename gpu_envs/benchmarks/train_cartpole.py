@@ -36,7 +36,8 @@ import time
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from gpu_envs.benchmarks.sb3_ppo import NUM_ENVS, RL_ZOO, linear_schedule, wait_quiet
+from gpu_envs.benchmarks import timing
+from gpu_envs.benchmarks.sb3_ppo import NUM_ENVS, RL_ZOO, linear_schedule
 from gpu_envs.trainers.presets import preset
 
 if TYPE_CHECKING:
@@ -218,7 +219,7 @@ def markdown(runs: list[dict], summary: dict) -> str:
         lines.append(f"| {r['impl']} | {r['seed']} | {_fmt(r['train_s'], '.2f')} | "
                      f"{_fmt(r['steps'], 'd', '–')} | {_fmt(r['best_eval'], '.1f', '–')} | "
                      f"{r['total_train_s']:.2f} | {r['total_steps']} | "
-                     f"{r['wall_s']:.1f} | {100 * r['background_busy_before']:.0f}% | "
+                     f"{r['wall_s']:.1f} | {timing.format_share(r['background_busy_before'])} | "
                      f"{r['loadavg_before']:.1f} → {r['loadavg_after']:.1f} |")
     lines += ["", "| seed | gpu_envs s | sb3 s | gpu_envs / sb3 |", "|---|---|---|---|"]
     for row in summary["per_seed"]:
@@ -256,7 +257,7 @@ def machine_info() -> dict:
 
 def run_measured(impl: str, seed: int, args: argparse.Namespace) -> dict:
     """Wait for a quiet machine, then one run of ``impl`` with the background load beside it."""
-    busy = wait_quiet(args.quiet_threshold, args.max_wait)
+    busy = timing.wait_for_quiet(args.max_wait, args.quiet_threshold)
     load_before = os.getloadavg()[0]
     if impl == "gpu_envs":
         result = run_ours(seed, args.override)
