@@ -88,8 +88,9 @@ class CartPoleVectorEnv(VectorEnv):
                                            partial=("final_obs",), unused=final_outputs)
         self._consts = logic.make_consts(devices.torch_to_numpy_dtype(self.dtype))
         self._bounds = np.array([_DEFAULT_LOW, _DEFAULT_HIGH], dtype=np.float64)
-        self._actions = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
-        self._actions_view = devices.kernel_view(self._actions)
+        if self.device.type != "cpu":  # the CPU kernel reads the caller's actions in place
+            self._actions = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
+            self._actions_view = devices.kernel_view(self._actions)
         self._driver = self._load_driver()
         self._scratch = self._driver.make_scratch(self.num_envs, devices.torch_to_numpy_dtype(self.dtype))
         if self.device.type == "cuda":

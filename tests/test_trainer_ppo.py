@@ -8,7 +8,7 @@ import torch
 from gpu_envs.trainers import ppo
 from gpu_envs.trainers.config import ModelConfig, PolicyConfig
 from gpu_envs.trainers.games import CartPoleGame
-from gpu_envs.trainers.learner import update
+from gpu_envs.trainers.learner import clip_gradients, update
 from gpu_envs.trainers.policy import ActorCritic, log_prob_entropy
 from gpu_envs.trainers.rollout import Collector, PolicyGroup
 from gpu_envs.trainers.sampling import NumbaSampler, TorchSampler
@@ -50,28 +50,33 @@ def test_clipped_surrogate_by_hand():
     new = torch.log(torch.tensor([1.5, 1.5, 0.5, 1.1]))
     old = torch.zeros(4)
     adv = torch.tensor([1.0, -1.0, 1.0, 2.0])
-    loss, stats = ppo.policy_loss(new, old, adv, torch.ones(4), clip_param=0.2, clipped=True)
+    weights = ppo.mean_weights(torch.ones(4))
+    loss, log_ratio = ppo.policy_loss(new, old, adv, weights, clip_param=0.2, clipped=True)
     # per entry: max(-A r, -A clip(r)): -1.2, 1.5, -0.5, -2.2
     assert loss.item() == pytest.approx((-1.2 + 1.5 - 0.5 - 2.2) / 4)
+    stats = ppo.ratio_statistics(log_ratio, weights, clip_param=0.2)
     assert stats["clip_fraction"].item() == pytest.approx(0.75)
-    assert stats["max_ratio_deviation"].item() == pytest.approx(0.5)
+    ratios = [1.5, 1.5, 0.5, 1.1]
+    assert stats["approx_kl"].item() == pytest.approx(sum(r - 1 - math.log(r) for r in ratios) / 4)
+    assert ppo.max_ratio_deviation(log_ratio, weights).item() == pytest.approx(0.5)
 
 
 def test_a2c_loss_is_plain_policy_gradient():
     new = torch.tensor([-0.5, -2.0])
-    loss, _ = ppo.policy_loss(new, new.detach(), torch.tensor([2.0, -1.0]), torch.ones(2), 0.2, clipped=False)
+    loss, _ = ppo.policy_loss(new, new.detach(), torch.tensor([2.0, -1.0]), ppo.mean_weights(torch.ones(2)), 0.2,
+                              clipped=False)
     assert loss.item() == pytest.approx((2.0 * 0.5 + -1.0 * 2.0) / 2)
 
 
 def test_value_clipping_by_hand():
     new, old, ret = torch.tensor([2.0, 0.5]), torch.tensor([1.0, 1.0]), torch.tensor([0.0, 2.0])
     # entry 0: max((2-0)^2, (1.2-0)^2) = 4 ; entry 1: max((0.5-2)^2, (0.8-2)^2) = 2.25
-    clipped = ppo.value_loss(new, old, ret, torch.ones(2), clip_param=0.2, clip_vloss=True)
+    clipped = ppo.value_loss(new, old, ret, ppo.mean_weights(torch.ones(2)), clip_param=0.2, clip_vloss=True)
     assert clipped.item() == pytest.approx(0.5 * (4.0 + 2.25) / 2)
-    plain = ppo.value_loss(new, old, ret, torch.ones(2), clip_param=0.2, clip_vloss=False)
+    plain = ppo.value_loss(new, old, ret, ppo.mean_weights(torch.ones(2)), clip_param=0.2, clip_vloss=False)
     assert plain.item() == pytest.approx(0.5 * (4.0 + 2.25) / 2)
     new = torch.tensor([1.5])
-    assert ppo.value_loss(new, torch.tensor([1.0]), torch.tensor([1.5]), torch.ones(1), 0.2, True).item() == \
+    assert ppo.value_loss(new, torch.tensor([1.0]), torch.tensor([1.5]), ppo.mean_weights(torch.ones(1)), 0.2, True).item() == \
         pytest.approx(0.5 * 0.3 ** 2)
 
 
@@ -81,7 +86,7 @@ def test_masked_entries_do_not_count():
     assert ppo.masked_mean(adv, mask).item() == pytest.approx(2.0)
     assert ppo.masked_std(adv, mask).item() == pytest.approx(math.sqrt(2.0))
     new = torch.zeros(3, requires_grad=True)
-    loss, _ = ppo.policy_loss(new, torch.zeros(3), adv, mask, 0.2, clipped=True)
+    loss, _ = ppo.policy_loss(new, torch.zeros(3), adv, ppo.mean_weights(mask), 0.2, clipped=True)
     loss.backward()
     assert new.grad[2].item() == 0.0 and new.grad[0].item() != 0.0
 
@@ -162,11 +167,23 @@ def test_first_minibatch_ratio_is_one_and_update_changes_weights():
     class NoFabric:
         backward = staticmethod(lambda loss: loss.backward())
 
-        @staticmethod
-        def clip_gradients(module, optimizer, max_norm, error_if_nonfinite):
-            return torch.nn.utils.clip_grad_norm_(module.parameters(), max_norm)
-
     stats = update(NoFabric, group, buf, (2,))
     assert stats["first_ratio_deviation"].item() < 1e-6
     assert stats["approx_kl"].item() > 0.0  # later minibatches see the updated weights
     assert any(not torch.equal(a, b) for a, b in zip(before, group.module.parameters()))
+
+
+def test_clip_gradients_matches_torch_and_returns_the_norm_before_clipping():
+    torch.manual_seed(0)
+    ours, reference = ActorCritic(4, (2,), ModelConfig()), ActorCritic(4, (2,), ModelConfig())
+    reference.load_state_dict(ours.state_dict())
+    obs = torch.randn(32, 4)
+    for model in (ours, reference):
+        logits, values = model(obs)
+        (logits.square().sum() + values.sum()).backward()
+    expected = torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.5)
+    norm = clip_gradients(list(ours.parameters()), 0.5)
+    assert norm.item() == pytest.approx(expected.item(), rel=1e-6) and norm.item() > 0.5
+    for a, b in zip(ours.parameters(), reference.parameters()):
+        torch.testing.assert_close(a.grad, b.grad)
+    assert clip_gradients(list(ours.parameters()), float("inf")).item() == pytest.approx(0.5, rel=1e-5)

@@ -99,3 +99,14 @@ def test_resume_with_mismatched_network_is_a_clear_error(tmp_path):
 
     with pytest.raises(CheckpointError, match="policy 'agent' has a different network"):
         train(other, resume=True)
+
+
+def test_fabric_run_with_mixed_precision_is_a_clear_error(monkeypatch):
+    from gpu_envs.trainers.fabric_loop import make_fabric
+
+    # What `fabric run --precision bf16-mixed ...` hands the script it launches.
+    for key, value in {"LT_CLI_USED": "1", "LT_PRECISION": "bf16-mixed", "LT_ACCELERATOR": "cpu",
+                       "LT_DEVICES": "1"}.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(ValueError, match="32-bit precision"):
+        make_fabric(RunConfig.from_dict(preset("cartpole")))

@@ -44,12 +44,18 @@ def make_fabric(config: RunConfig):
     """A launched ``lightning.fabric.Fabric`` from the trainer section (the ``fabric run`` flags win)."""
     from lightning.fabric import Fabric
 
+    from lightning.fabric.plugins import Precision
+
     tc = config.trainer
     if os.environ.get("LT_CLI_USED") == "1":
-        return Fabric()  # `fabric run` created the processes; Fabric() joins them (no launch())
-    accelerator = "cuda" if tc.accelerator == "gpu" else tc.accelerator
-    fabric = Fabric(accelerator=accelerator, devices=tc.devices, strategy=tc.strategy, num_nodes=tc.num_nodes)
-    fabric.launch()
+        fabric = Fabric()  # `fabric run` created the processes; Fabric() joins them (no launch())
+    else:
+        accelerator = "cuda" if tc.accelerator == "gpu" else tc.accelerator
+        fabric = Fabric(accelerator=accelerator, devices=tc.devices, strategy=tc.strategy, num_nodes=tc.num_nodes)
+        fabric.launch()
+    if type(fabric.strategy.precision) is not Precision:
+        raise ValueError(f"the trainers run in 32-bit precision (fabric run --precision 32-true), got "
+                         f"{type(fabric.strategy.precision).__name__}")
     return fabric
 
 

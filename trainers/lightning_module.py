@@ -73,13 +73,6 @@ class _ManualOptimization:
     def backward(self, loss: torch.Tensor) -> None:
         self.module.manual_backward(loss)
 
-    @staticmethod
-    def clip_gradients(model: torch.nn.Module, optimizer, max_norm: float,
-                       error_if_nonfinite: bool = True) -> torch.Tensor:
-        """Clip ``model``'s gradients to ``max_norm`` and return their total norm before clipping."""
-        del optimizer
-        return torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm, error_if_nonfinite=error_if_nonfinite)
-
 
 def _agent_index(tag: str, ids: list[int], num_agents: int, device: torch.device) -> slice | torch.Tensor:
     """The index of ``ids`` into the agent axis: a slice when contiguous, else an index tensor."""

@@ -52,38 +52,58 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.
     return 1.0 - masked_std(returns - values, mask) ** 2 / var_returns
 
 
-def policy_loss(new_log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantages: torch.Tensor,
-                mask: torch.Tensor, clip_param: float, clipped: bool) -> tuple[torch.Tensor, dict]:
-    """PPO's clipped surrogate (``clipped``) or the plain policy gradient (A2C), plus diagnostics.
+def mean_weights(mask: torch.Tensor) -> torch.Tensor:
+    """Per-entry weights of the masked mean: ``mask / count`` (all 0 when no entry is valid).
 
-    Returns ``(loss, {"max_ratio_deviation", "approx_kl", "clip_fraction"})``; the first is
-    ``max |ratio - 1|`` over the masked entries (0 on the first minibatch of an update: the old
-    log-probabilities were stored at rollout time by the same network).
+    Computed once per minibatch, they turn every masked mean of the losses into one dot product.
+    """
+    return mask / mask.sum().clamp(min=1.0)
+
+
+def weighted_mean(x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """``sum(x * weights)`` of 1-D tensors: ``masked_mean(x, mask)`` with ``weights = mean_weights(mask)``."""
+    return torch.dot(x, weights)
+
+
+def policy_loss(new_log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantages: torch.Tensor,
+                weights: torch.Tensor, clip_param: float, clipped: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """PPO's clipped surrogate (``clipped``) or the plain policy gradient (A2C), weighted by ``weights``.
+
+    Returns ``(loss, log_ratio)``; the log-ratio feeds ``ratio_statistics`` and ``max_ratio_deviation``.
     """
     log_ratio = new_log_prob - old_log_prob
-    ratio = log_ratio.exp()
     if clipped:
+        ratio = log_ratio.exp()
         surrogate = torch.max(-advantages * ratio,
                               -advantages * ratio.clamp(1.0 - clip_param, 1.0 + clip_param))
     else:
         surrogate = -advantages * new_log_prob
-    with torch.no_grad():
-        stats = {
-            "max_ratio_deviation": ((ratio - 1.0).abs() * mask).max(),
-            "approx_kl": masked_mean((ratio - 1.0) - log_ratio, mask),
-            "clip_fraction": masked_mean(((ratio - 1.0).abs() > clip_param).to(ratio.dtype), mask),
-        }
-    return masked_mean(surrogate, mask), stats
+    return weighted_mean(surrogate, weights), log_ratio
+
+
+@torch.no_grad()
+def ratio_statistics(log_ratio: torch.Tensor, weights: torch.Tensor, clip_param: float) -> dict[str, torch.Tensor]:
+    """The approximate KL divergence ``E[(r - 1) - log r]`` and the fraction of ratios outside the clip range."""
+    deviation = log_ratio.exp() - 1.0
+    return {"approx_kl": weighted_mean(deviation - log_ratio, weights),
+            "clip_fraction": weighted_mean((deviation.abs() > clip_param).to(weights.dtype), weights)}
+
+
+@torch.no_grad()
+def max_ratio_deviation(log_ratio: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """``max |ratio - 1|`` over the entries of nonzero weight: 0 on the first minibatch of an update,
+    where the old log-probabilities were stored at rollout time by the same network."""
+    return torch.where(weights > 0, log_ratio.exp() - 1.0, 0.0).abs().max()
 
 
 def value_loss(new_value: torch.Tensor, old_value: torch.Tensor, returns: torch.Tensor,
-               mask: torch.Tensor, clip_param: float, clip_vloss: bool) -> torch.Tensor:
+               weights: torch.Tensor, clip_param: float, clip_vloss: bool) -> torch.Tensor:
     """0.5 * squared error to the returns; with ``clip_vloss`` the max of the clipped and plain error."""
     error = (new_value - returns) ** 2
     if clip_vloss:
         clipped = old_value + (new_value - old_value).clamp(-clip_param, clip_param)
         error = torch.max(error, (clipped - returns) ** 2)
-    return 0.5 * masked_mean(error, mask)
+    return 0.5 * weighted_mean(error, weights)
 
 
 def normalize(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
