@@ -76,6 +76,32 @@ def test_first_step_of_a_fresh_process_is_reported():
     assert "first step (s)" in table and "| cpu | 16 |" in table
 
 
+def test_measure_rounds_interleaves_the_repeats_of_every_implementation():
+    log = []
+    results = timing.measure_rounds({"a": (lambda: log.append("a"), 4, None), "b": (lambda: log.append("b"), 8, None)},
+                                    repeats=3, target_seconds=0.005, warmup_seconds=0.0, warmup_calls=3)
+    a, b = results["a"], results["b"]
+    assert len(a.chosen) == len(b.chosen) == 3 and a.steps_per_call == 4 and b.steps_per_call == 8
+    warm = 1 + a.warmup_calls + 1 + b.warmup_calls
+    rounds = log[warm:]
+    per_round = a.calls_per_repeat + b.calls_per_repeat
+    assert len(rounds) == 3 * per_round
+    for r in range(3):  # each round: one repeat of a, then one of b
+        block = rounds[r * per_round:(r + 1) * per_round]
+        assert block == ["a"] * a.calls_per_repeat + ["b"] * b.calls_per_repeat
+
+
+def test_median_ratio_pairs_repeats_by_round():
+    def measurement(rates):
+        repeats = tuple(timing.Repeat(rate, 1.0, 0.0) for rate in rates)
+        return timing.Measurement(statistics.median(rates), 0.0, 1, 1, 1, 0.0, repeats, repeats)
+
+    ours, reference = measurement([2.0, 4.0, 9.0]), measurement([1.0, 4.0, 3.0])
+    assert timing.median_ratio(ours, reference) == 2.0  # rounds: 2, 1, 3 (ratio of the medians: 4/3)
+    assert timing.median_ratio(ours.to_dict(), reference.to_dict()) == 2.0
+    assert timing.median_ratio(measurement([2.0, 4.0]), reference) == 1.0  # unpaired: medians 3 / 3
+
+
 def test_format_table_marks_noisy_cells_and_skips():
     base = dict(kind="throughput", noisy=False, first_call_s=0.5)
     records = [

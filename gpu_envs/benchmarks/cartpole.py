@@ -1,8 +1,9 @@
 """CartPole-v1 env-steps/s of gpu_envs (CPU, CUDA) beside gymnasium's CartPoleVectorEnv and SyncVectorEnv.
 
 Every implementation is measured in this one process with the protocol of
-:mod:`gpu_envs.benchmarks.timing` (first call apart, warm-up, calibrated repeats, median), sizes
-interleaved so that all rows of a column see the same machine conditions. Actions are random and
+:mod:`gpu_envs.benchmarks.timing` (first call apart, warm-up, calibrated repeats, median). At each
+size the implementations take their repeats in rounds (one repeat of each per round), and a ratio
+row is the median of the per-round ratios, so a drift of a shared machine's speed cancels out. Actions are random and
 pre-generated (a pool of batches cycled through): torch int64 on the env's device for ours, NumPy
 for gymnasium, so action sampling is not timed. Ours returns fresh torch tensors every step, as a
 user gets them. gymnasium's SyncVectorEnv is a Python loop over envs and is skipped above
@@ -196,20 +197,30 @@ def machine_info() -> dict:
 
 def measure_throughput(impls: list[Impl], sizes: list[int], seed: int, options: dict,
                        log: Callable[[str], None]) -> list[dict]:
-    """One record per (implementation, size), sizes in the outer loop."""
+    """One record per (implementation, size), sizes in the outer loop.
+
+    At each size every implementation is built, then measured in the same rounds
+    (:func:`timing.measure_rounds`), so their ``repeat_rates`` pair up round by round.
+    """
     records = []
     for num_envs in sizes:
+        active = [impl for impl in impls if impl.max_envs is None or num_envs <= impl.max_envs]
+        runners: dict[str, Runner] = {}
+        try:
+            for impl in active:
+                runners[impl.key] = impl.build(num_envs, seed)
+            results = timing.measure_rounds({key: (r.call, r.num_envs, r.sync) for key, r in runners.items()},
+                                            **options)
+        finally:
+            for runner in runners.values():
+                runner.close()
         for impl in impls:
             record = {"kind": "throughput", "impl": impl.key, "label": impl.label, "num_envs": num_envs}
-            if impl.max_envs is not None and num_envs > impl.max_envs:
+            if impl not in active:
                 records.append({**record, "kind": "skipped", "reason": impl.skip_reason})
                 continue
-            runner = impl.build(num_envs, seed)
-            try:
-                result = timing.measure(runner.call, runner.num_envs, runner.sync, **options)
-            finally:
-                runner.close()
-            records.append({**record, **runner.meta, **result.to_dict()})
+            result = results[impl.key]
+            records.append({**record, **runners[impl.key].meta, **result.to_dict()})
             log(f"{impl.label:45s} N={num_envs:<7d} {timing.format_rate(result.env_steps_per_s):>7s} "
                 f"env-steps/s{' (noisy)' if result.noisy else ''}")
     return records
@@ -260,6 +271,13 @@ def _cell(record: dict) -> str:
     return timing.format_rate(record["env_steps_per_s"]) + (NOISY_MARK if record["noisy"] else "")
 
 
+def _ratio(ours: dict, reference: dict) -> float:
+    """Median of the per-round ratios when both records carry their repeats, else ratio of medians."""
+    if "repeat_rates" in ours and "repeat_rates" in reference:
+        return timing.median_ratio(ours, reference)
+    return ours["env_steps_per_s"] / reference["env_steps_per_s"]
+
+
 def format_table(records: list[dict], sizes: list[int], notes: list[str]) -> str:
     """The throughput table (rows: implementations, columns: sizes) plus ratio rows and notes."""
     by_key: dict[str, dict[int, dict]] = {}
@@ -282,7 +300,7 @@ def format_table(records: list[dict], sizes: list[int], notes: list[str]) -> str
         for n in sizes:
             ours, theirs = cells.get(n), reference.get(n)
             ok = ours and theirs and ours["kind"] == theirs["kind"] == "throughput"
-            ratios.append(f"{ours['env_steps_per_s'] / theirs['env_steps_per_s']:.2f}x" if ok else "")
+            ratios.append(f"{_ratio(ours, theirs):.2f}x" if ok else "")
         rows.append([f"ratio {labels[key]} / gymnasium CartPoleVectorEnv"] + ratios + [""])
     lines = [timing.markdown_table(header, rows)]
     if any(NOISY_MARK in cell for row in rows for cell in row):

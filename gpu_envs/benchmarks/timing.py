@@ -7,6 +7,9 @@ env instance is one env-step), and an optional ``sync()`` that blocks until the 
 2. Warm-up: at least ``warmup_calls`` more calls and at least ``warmup_seconds``.
 3. The number of calls per repeat is calibrated from the warm-up so a repeat lasts ``target_seconds``.
 4. ``repeats`` timed repeats (synchronised at the end); the reported rate is their median.
+   Implementations compared side by side (:func:`measure_rounds`) take their repeats in rounds,
+   one repeat of each per round, and a ratio between two of them is the median of the per-round
+   ratios (:func:`median_ratio`): a slow drift of a shared host's speed cancels out.
 
 The machines these run on are shared, so during every repeat :class:`BackgroundLoad` records the
 share of the machine's CPU time used by *other* processes (and stolen by the hypervisor), read from
@@ -22,7 +25,7 @@ import dataclasses
 import os
 import statistics
 import time
-from typing import Callable
+from typing import Callable, Mapping
 
 #: Background load (fraction of all CPUs) from which a repeat counts as disturbed.
 QUIET_THRESHOLD = 0.10
@@ -150,67 +153,118 @@ class Measurement:
 
 
 def measure(call: Callable[[], object], steps_per_call: int, sync: Callable[[], object] | None = None,
-            *, repeats: int = 3, target_seconds: float = 1.0, warmup_seconds: float = 0.5,
-            warmup_calls: int = 2, wait_quiet_seconds: float = 0.0, extra_attempts: int = 0,
-            quiet_threshold: float = QUIET_THRESHOLD) -> Measurement:
+            **options) -> Measurement:
     """Time ``call`` with the shared protocol (see the module docstring) and return the figures.
 
     Args:
         call: advances ``steps_per_call`` env-steps.
         steps_per_call: env-steps per call (``num_envs`` for one batched step).
         sync: blocks until asynchronous work is done (e.g. ``torch.cuda.synchronize``).
-        repeats: timed repeats behind the median.
-        target_seconds: calibrated duration of one repeat.
-        warmup_seconds / warmup_calls: the warm-up lasts at least this long and this many calls.
-        wait_quiet_seconds: before each repeat, wait up to this long for other processes to use
-            less than ``quiet_threshold`` of the CPUs (0: do not wait).
-        extra_attempts: retries allowed for repeats that were disturbed by background load.
+        options: the keyword arguments of :func:`measure_rounds`.
     """
-    if repeats < 1 or steps_per_call < 1 or warmup_calls < 1:
+    return measure_rounds({"call": (call, steps_per_call, sync)}, **options)["call"]
+
+
+def measure_rounds(calls: Mapping[str, tuple[Callable[[], object], int, Callable[[], object] | None]], *,
+                   repeats: int = 3, target_seconds: float = 1.0, warmup_seconds: float = 0.5,
+                   warmup_calls: int = 2, wait_quiet_seconds: float = 0.0, extra_attempts: int = 0,
+                   quiet_threshold: float = QUIET_THRESHOLD) -> dict[str, Measurement]:
+    """Time several implementations, ``{name: (call, steps_per_call, sync)}``, their repeats in rounds.
+
+    Each implementation gets its first call and warm-up; then every round times one repeat of each,
+    back to back, so a drift of the machine's speed (a shared host) hits all of them alike. A round
+    is disturbed when any of its repeats saw a background load of ``quiet_threshold`` or more.
+    The ``chosen`` repeats of the returned measurements come from the same rounds, in the same
+    order: ``chosen[i]`` of two implementations ran side by side, so their ratio can be taken per
+    round (:func:`median_ratio`).
+
+    Args:
+        repeats: timed rounds behind each median.
+        target_seconds: calibrated duration of one repeat.
+        warmup_seconds / warmup_calls: each warm-up lasts at least this long and this many calls.
+        wait_quiet_seconds: before each round, wait up to this long for other processes to use
+            less than ``quiet_threshold`` of the CPUs (0: do not wait).
+        extra_attempts: retries allowed for rounds that were disturbed by background load.
+    """
+    if repeats < 1 or warmup_calls < 1 or any(steps < 1 for _, steps, _ in calls.values()):
         raise ValueError("repeats, steps_per_call and warmup_calls must be >= 1")
     if target_seconds <= 0 or warmup_seconds < 0:
         raise ValueError("target_seconds must be > 0 and warmup_seconds >= 0")
-    sync = sync or (lambda: None)
-    clock = time.perf_counter
+    warm = {name: _warm_up(call, sync or (lambda: None), warmup_calls, warmup_seconds, target_seconds)
+            for name, (call, _, sync) in calls.items()}
+    rounds: list[dict[str, Repeat]] = []
+    while True:
+        wait_for_quiet(wait_quiet_seconds, quiet_threshold)
+        rounds.append({name: _timed_repeat(call, steps, sync or (lambda: None), warm[name].calls_per_repeat)
+                       for name, (call, steps, sync) in calls.items()})
+        quiet = [r for r in rounds if _round_load(r) < quiet_threshold]
+        if len(quiet) >= repeats or len(rounds) >= repeats + extra_attempts:
+            break
+    chosen = quiet[:repeats] if len(quiet) >= repeats else sorted(rounds, key=_round_load)[:repeats]
+    chosen.sort(key=rounds.index)
+    return {
+        name: Measurement(
+            env_steps_per_s=statistics.median(r[name].env_steps_per_s for r in chosen),
+            first_call_s=warm[name].first_call_s, steps_per_call=calls[name][1],
+            calls_per_repeat=warm[name].calls_per_repeat, warmup_calls=warm[name].calls,
+            warmup_s=warm[name].seconds, attempts=tuple(r[name] for r in rounds),
+            chosen=tuple(r[name] for r in chosen))
+        for name in calls
+    }
 
+
+def median_ratio(ours: Measurement | dict, reference: Measurement | dict) -> float:
+    """The median over rounds of ``ours / reference`` throughput (measurements of one
+    :func:`measure_rounds` call, or their ``to_dict()`` records); the ratio of the medians when the
+    two were not measured in the same rounds."""
+    rates = [m.repeat_rates if isinstance(m, Measurement) else m["repeat_rates"] for m in (ours, reference)]
+    if len(rates[0]) != len(rates[1]):
+        return statistics.median(rates[0]) / statistics.median(rates[1])
+    return statistics.median(a / b for a, b in zip(*rates))
+
+
+@dataclasses.dataclass(frozen=True)
+class _WarmUp:
+    first_call_s: float
+    calls: int
+    seconds: float
+    calls_per_repeat: int
+
+
+def _warm_up(call: Callable[[], object], sync: Callable[[], object], min_calls: int, min_seconds: float,
+             target_seconds: float) -> _WarmUp:
+    """Time the first call apart, warm up, and calibrate the calls of a ``target_seconds`` repeat."""
+    clock = time.perf_counter
     start = clock()
     call()
     sync()
     first_call_s = clock() - start
-
     start = clock()
     done = 0
-    while done < warmup_calls or clock() - start < warmup_seconds:
+    while done < min_calls or clock() - start < min_seconds:
         call()
         done += 1
     sync()
-    warmup_s = clock() - start
-    calls_per_repeat = max(1, round(target_seconds * done / warmup_s)) if warmup_s > 0 else 1
+    seconds = clock() - start
+    calls_per_repeat = max(1, round(target_seconds * done / seconds)) if seconds > 0 else 1
+    return _WarmUp(first_call_s, done, seconds, calls_per_repeat)
 
-    attempts: list[Repeat] = []
+
+def _timed_repeat(call: Callable[[], object], steps_per_call: int, sync: Callable[[], object],
+                  calls: int) -> Repeat:
     monitor = BackgroundLoad()
-    while True:
-        wait_for_quiet(wait_quiet_seconds, quiet_threshold)
-        monitor.start()
-        start = clock()
-        for _ in range(calls_per_repeat):
-            call()
-        sync()
-        seconds = clock() - start
-        load = monitor.stop()
-        attempts.append(Repeat(calls_per_repeat * steps_per_call / seconds, seconds, load))
-        quiet = [a for a in attempts if a.background_load is None or a.background_load < quiet_threshold]
-        if len(quiet) >= repeats or len(attempts) >= repeats + extra_attempts:
-            break
-    if len(quiet) >= repeats:
-        chosen = quiet[:repeats]
-    else:
-        chosen = sorted(attempts, key=lambda a: a.background_load or 0.0)[:repeats]
-    return Measurement(
-        env_steps_per_s=statistics.median(r.env_steps_per_s for r in chosen),
-        first_call_s=first_call_s, steps_per_call=steps_per_call, calls_per_repeat=calls_per_repeat,
-        warmup_calls=done, warmup_s=warmup_s, attempts=tuple(attempts), chosen=tuple(chosen),
-    )
+    monitor.start()
+    start = time.perf_counter()
+    for _ in range(calls):
+        call()
+    sync()
+    seconds = time.perf_counter() - start
+    return Repeat(calls * steps_per_call / seconds, seconds, monitor.stop())
+
+
+def _round_load(round_: dict[str, Repeat]) -> float:
+    """The highest background load of a round's repeats (0 when unknown)."""
+    return max((r.background_load or 0.0) for r in round_.values())
 
 
 def format_share(value: float | None) -> str:
