@@ -35,8 +35,8 @@ def test_tiny_budget_run_reports_not_reached(tmp_path):
         assert 0 < run["total_train_s"] <= run["wall_s"]
     summary = record["summary"]
     assert summary["per_seed"] == [dict(seed=1, gpu_envs_s=None, sb3_s=None, ratio=None)]
-    assert summary["median_ratio"] is None and summary["gpu_envs_all_reached"] is False
-    assert summary["median_ratio_meets_target"] is False
+    assert summary["ratio_of_medians"] is None and summary["median_per_seed_ratio"] is None
+    assert summary["gpu_envs_all_reached"] is False and summary["target_met"] is False
     assert "| gpu_envs | 1 | not reached |" in completed.stdout
     assert "gpu_envs reached 475 on 0/1 seeds" in completed.stdout
 
@@ -52,11 +52,23 @@ def test_summary_and_table_with_reached_and_not_reached_seeds():
             _run("gpu_envs", 3, None), _run("sb3", 3, 30.0)]
     summary = bench.summarize(runs)
     assert [row["ratio"] for row in summary["per_seed"]] == [pytest.approx(0.2), pytest.approx(0.2), None]
-    assert summary["median_gpu_envs_s"] == 3.0 and summary["median_sb3_s"] == 20.0
-    assert summary["median_ratio"] == pytest.approx(0.2) and summary["median_ratio_meets_target"]
+    # Seed 3 never reached 475: it counts as infinitely slow, so the median of 2, 4, inf is 4.
+    assert summary["median_gpu_envs_s"] == 4.0 and summary["median_sb3_s"] == 20.0
+    assert summary["ratio_of_medians"] == pytest.approx(0.2)
+    assert summary["median_per_seed_ratio"] == pytest.approx(0.2)
     assert summary["gpu_envs_seeds_reached"] == 2 and not summary["gpu_envs_all_reached"]
-    assert summary["sb3_seeds_reached"] == 3
+    assert summary["sb3_seeds_reached"] == 3 and not summary["target_met"]  # a seed was not reached
     table = bench.markdown(runs, summary)
     assert "| 3 | not reached | 30.00 | – |" in table
-    assert "| median | 3.00 | 20.00 | 0.200 |" in table
+    assert "| median | 4.00 | 20.00 | 0.200 |" in table
     assert "gpu_envs reached 475 on 2/3 seeds, sb3 on 3/3" in table
+    assert "median sb3 s ≤ 0.25: 0.200 (not met)" in table
+
+
+def test_target_is_the_ratio_of_the_medians_when_every_seed_reaches():
+    runs = [_run("gpu_envs", 1, 2.0), _run("sb3", 1, 4.0), _run("gpu_envs", 2, 2.0), _run("sb3", 2, 10.0),
+            _run("gpu_envs", 3, 3.0), _run("sb3", 3, 12.0)]
+    summary = bench.summarize(runs)
+    # per seed 0.5, 0.2, 0.25 (median 0.25); medians 2 and 10: 0.2
+    assert summary["median_per_seed_ratio"] == pytest.approx(0.25)
+    assert summary["ratio_of_medians"] == pytest.approx(0.2) and summary["target_met"]

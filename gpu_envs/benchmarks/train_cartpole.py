@@ -19,13 +19,16 @@ run it waits (bounded) for a quiet machine and records the background CPU use an
   training start minus evaluation time), and stops at the first mean >= 475.
 
 A run that never reaches 475 reports null ("not reached" in the table). The summary checks the
-target: gpu_envs reaches 475 on every seed, and the median per-seed ratio gpu_envs / sb3 <= 0.25.
+target: gpu_envs reaches 475 on every seed, and the ratio of the median training seconds gpu_envs / sb3
+is <= 0.25 (a seed that never reaches 475 counts as infinitely slow). The per-seed ratios are shown
+too, but a seed number pairs two unrelated learning runs, so their median mixes the spread of both.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
@@ -195,16 +198,19 @@ def summarize(runs: list[dict]) -> dict:
         per_seed.append(dict(seed=seed, gpu_envs_s=ours, sb3_s=sb3, ratio=ratio))
 
     def median(key: str) -> float | None:
-        values = [row[key] for row in per_seed if row[key] is not None]
-        return statistics.median(values) if values else None
+        """Median over the seeds, a seed that never reached 475 counting as infinitely slow."""
+        value = statistics.median(math.inf if row[key] is None else row[key] for row in per_seed)
+        return None if math.isinf(value) else value
 
     reached = {impl: sum(row[f"{impl}_s"] is not None for row in per_seed) for impl in IMPLEMENTATIONS}
-    ratio = median("ratio")
-    return dict(per_seed=per_seed, median_gpu_envs_s=median("gpu_envs_s"), median_sb3_s=median("sb3_s"),
-                median_ratio=ratio, target_ratio=TARGET_RATIO, threshold=THRESHOLD, seeds=len(per_seed),
-                gpu_envs_seeds_reached=reached["gpu_envs"], sb3_seeds_reached=reached["sb3"],
-                gpu_envs_all_reached=reached["gpu_envs"] == len(per_seed),
-                median_ratio_meets_target=ratio is not None and ratio <= TARGET_RATIO)
+    ours, sb3 = median("gpu_envs_s"), median("sb3_s")
+    ratio = ours / sb3 if ours is not None and sb3 is not None else None
+    all_reached = reached["gpu_envs"] == len(per_seed)
+    return dict(per_seed=per_seed, median_gpu_envs_s=ours, median_sb3_s=sb3, ratio_of_medians=ratio,
+                median_per_seed_ratio=median("ratio"), target_ratio=TARGET_RATIO, threshold=THRESHOLD,
+                seeds=len(per_seed), gpu_envs_seeds_reached=reached["gpu_envs"],
+                sb3_seeds_reached=reached["sb3"], gpu_envs_all_reached=all_reached,
+                target_met=all_reached and ratio is not None and ratio <= TARGET_RATIO)
 
 
 def _fmt(value: float | None, spec: str = ".1f", missing: str = "not reached") -> str:
@@ -226,12 +232,12 @@ def markdown(runs: list[dict], summary: dict) -> str:
         lines.append(f"| {row['seed']} | {_fmt(row['gpu_envs_s'], '.2f')} | {_fmt(row['sb3_s'], '.2f')} | "
                      f"{_fmt(row['ratio'], '.3f', '–')} |")
     lines.append(f"| median | {_fmt(summary['median_gpu_envs_s'], '.2f')} | "
-                 f"{_fmt(summary['median_sb3_s'], '.2f')} | {_fmt(summary['median_ratio'], '.3f', '–')} |")
-    met = "met" if summary["median_ratio_meets_target"] else "not met"
+                 f"{_fmt(summary['median_sb3_s'], '.2f')} | {_fmt(summary['median_per_seed_ratio'], '.3f', '–')} |")
+    met = "met" if summary["target_met"] else "not met"
     seeds = summary["seeds"]
     lines += ["", f"gpu_envs reached {THRESHOLD:g} on {summary['gpu_envs_seeds_reached']}/{seeds} seeds, "
-                  f"sb3 on {summary['sb3_seeds_reached']}/{seeds}; target gpu_envs / sb3 ≤ {TARGET_RATIO:g}: "
-                  f"median {_fmt(summary['median_ratio'], '.3f', '–')} ({met})"]
+                  f"sb3 on {summary['sb3_seeds_reached']}/{seeds}; target: all seeds and median gpu_envs s / "
+                  f"median sb3 s ≤ {TARGET_RATIO:g}: {_fmt(summary['ratio_of_medians'], '.3f', '–')} ({met})"]
     return "\n".join(lines)
 
 
