@@ -58,24 +58,22 @@ def split_logits(logits: torch.Tensor, nvec: Sequence[int]) -> tuple[torch.Tenso
     return tuple(torch.log_softmax(part, dim=-1) for part in logits.split(tuple(nvec), dim=-1))
 
 
+def _joint_log_prob(parts: tuple[torch.Tensor, ...], actions: torch.Tensor) -> torch.Tensor:
+    per_head = [logp.gather(-1, actions[:, head:head + 1]).squeeze(-1) for head, logp in enumerate(parts)]
+    return sum(per_head[1:], per_head[0])
+
+
 def log_prob(logits: torch.Tensor, actions: torch.Tensor, nvec: Sequence[int]) -> torch.Tensor:
     """Joint log-probability [B] of ``actions`` [B, H] (sum over heads)."""
-    parts = split_logits(logits, nvec)
-    total = parts[0].gather(-1, actions[:, :1]).squeeze(-1)
-    for head in range(1, len(parts)):
-        total = total + parts[head].gather(-1, actions[:, head:head + 1]).squeeze(-1)
-    return total
+    return _joint_log_prob(split_logits(logits, nvec), actions)
 
 
 def log_prob_entropy(logits: torch.Tensor, actions: torch.Tensor,
                      nvec: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
     """Joint log-probability [B] of ``actions`` [B, H] and the joint entropy [B] (sums over heads)."""
-    log_prob = logits.new_zeros(logits.shape[0])
-    entropy = logits.new_zeros(logits.shape[0])
-    for head, logp in enumerate(split_logits(logits, nvec)):
-        log_prob = log_prob + logp.gather(-1, actions[:, head:head + 1]).squeeze(-1)
-        entropy = entropy - (logp.exp() * logp).sum(-1)
-    return log_prob, entropy
+    parts = split_logits(logits, nvec)
+    entropies = [(logp.exp() * logp).sum(-1).neg() for logp in parts]
+    return _joint_log_prob(parts, actions), sum(entropies[1:], entropies[0])
 
 
 def greedy_actions(logits: torch.Tensor, nvec: Sequence[int]) -> torch.Tensor:
