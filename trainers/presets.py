@@ -46,6 +46,7 @@ CARTPOLE = dict(
     evaluation=dict(eval_freq=2, num_episodes=10, stop_value=475.0),
 )
 
+
 def _seed_policy(lr: float) -> dict:
     """A policy block of the seed Tag config (the two teams differ in learning rate only)."""
     return dict(to_train=True, algorithm="A2C", gamma=0.98, lr=lr,

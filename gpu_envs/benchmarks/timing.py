@@ -190,18 +190,20 @@ def measure_rounds(calls: Mapping[str, tuple[Callable[[], object], int, Callable
         raise ValueError("repeats, steps_per_call and warmup_calls must be >= 1")
     if target_seconds <= 0 or warmup_seconds < 0:
         raise ValueError("target_seconds must be > 0 and warmup_seconds >= 0")
-    warm = {name: _warm_up(call, sync or (lambda: None), warmup_calls, warmup_seconds, target_seconds)
+    calls = {name: (call, steps, sync or (lambda: None)) for name, (call, steps, sync) in calls.items()}
+    warm = {name: _warm_up(call, sync, warmup_calls, warmup_seconds, target_seconds)
             for name, (call, _, sync) in calls.items()}
     rounds: list[dict[str, Repeat]] = []
     while True:
         wait_for_quiet(wait_quiet_seconds, quiet_threshold)
-        rounds.append({name: _timed_repeat(call, steps, sync or (lambda: None), warm[name].calls_per_repeat)
+        rounds.append({name: _timed_repeat(call, steps, sync, warm[name].calls_per_repeat)
                        for name, (call, steps, sync) in calls.items()})
-        quiet = [r for r in rounds if _round_load(r) < quiet_threshold]
+        quiet = [i for i, r in enumerate(rounds) if _round_load(r) < quiet_threshold]
         if len(quiet) >= repeats or len(rounds) >= repeats + extra_attempts:
             break
-    chosen = quiet[:repeats] if len(quiet) >= repeats else sorted(rounds, key=_round_load)[:repeats]
-    chosen.sort(key=rounds.index)
+    if len(quiet) < repeats:  # the least loaded rounds, still in the order they ran
+        quiet = sorted(sorted(range(len(rounds)), key=lambda i: _round_load(rounds[i]))[:repeats])
+    chosen = [rounds[i] for i in quiet[:repeats]]
     return {
         name: Measurement(
             env_steps_per_s=statistics.median(r[name].env_steps_per_s for r in chosen),
