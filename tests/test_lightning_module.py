@@ -104,8 +104,8 @@ def test_env_and_config_must_agree_on_the_number_of_games():
         TagLightningModule(env=env, config=run_config)
 
 
-def test_a_frozen_policy_keeps_its_weights_while_the_other_learns():
-    run_config = apply_overrides(_run_config(), ["policy.runner.to_train=false"])
+def test_a_frozen_policy_keeps_its_weights_while_the_other_learns_through_its_compiled_loss():
+    run_config = apply_overrides(_run_config(), ["policy.runner.to_train=false", "trainer.compile=true"])
     module = TagLightningModule(env=_env(run_config), config=run_config, verbose=False)
     before = {tag: _params(policy) for tag, policy in module.policies.items()}
     trainer = pl.Trainer(accelerator="cpu", devices=1, callbacks=[EnvResetCallback()], max_epochs=2,
@@ -115,6 +115,7 @@ def test_a_frozen_policy_keeps_its_weights_while_the_other_learns():
     assert all(torch.equal(before["runner"][k], v) for k, v in _params(module.policies["runner"]).items())
     assert any(not torch.equal(before["tagger"][k], v) for k, v in _params(module.policies["tagger"]).items())
     assert torch.isnan(trainer.callback_metrics["runner/Total loss"])
+    assert {group.tag: group.loss_fn is not None for group in module.groups} == {"tagger": True, "runner": False}
     module.close()
 
 

@@ -1,4 +1,4 @@
-"""Two DDP processes on the CPU (gloo): identical weights after updates, different env seeds per rank.
+"""Two DDP processes on the CPU (gloo), compiled losses: identical weights after updates, different env seeds.
 
 The test runs this file as a script; Fabric's launcher starts the second rank by running it again.
 """
@@ -12,7 +12,7 @@ import torch
 OVERRIDES = ["trainer.num_envs=4", "trainer.train_batch_size=32", "trainer.total_timesteps=128",
              "trainer.accelerator=cpu", "trainer.devices=2", "trainer.strategy=ddp", "trainer.seed=7",
              "trainer.progress_bar=false", "policy.agent.model.fc_dims=[8]", "evaluation.eval_freq=1",
-             "saving.metrics_log_freq=1"]
+             "saving.metrics_log_freq=1", "trainer.compile=true"]
 
 
 def test_two_ranks_hold_identical_weights_with_different_env_seeds(tmp_path):
@@ -20,6 +20,7 @@ def test_two_ranks_hold_identical_weights_with_different_env_seeds(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1)]
     assert ranks[0]["iterations"] == ranks[1]["iterations"] == 2
+    assert ranks[0]["compiled"] and ranks[1]["compiled"]  # trainer.compile under DDP
     for key, value in ranks[0]["weights"].items():
         assert torch.equal(value, ranks[1]["weights"][key]), key
     assert not torch.equal(ranks[0]["initial"], ranks[0]["weights"]["actor.weight"])  # it trained
@@ -48,7 +49,7 @@ def _main(out: Path) -> None:
     first_obs = trainer.game.reset(config.trainer.seed + fabric.global_rank * config.trainer.num_envs)[:, 0]
     summary = trainer.fit()
     torch.save({"iterations": summary["iterations"], "weights": trainer.groups[0].module.state_dict(),
-                "initial": initial, "first_obs": first_obs,
+                "initial": initial, "first_obs": first_obs, "compiled": trainer.groups[0].loss_fn is not None,
                 "obs": trainer.collector.buffers["agent"].obs.clone()}, out / f"rank{fabric.global_rank}.pt")
 
 

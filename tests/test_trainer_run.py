@@ -14,7 +14,7 @@ from gpu_envs.trainers.config import RunConfig, apply_overrides
 from gpu_envs.trainers.presets import preset
 
 SMALL = ["trainer.num_envs=8", "trainer.train_batch_size=64", "trainer.progress_bar=false",
-         "policy.agent.model.fc_dims=[8]"]
+         "policy.agent.model.fc_dims=[8]", "trainer.compile=false"]  # compiling: test_trainer_compile
 
 
 def test_experiment_folder_layout(tmp_path):

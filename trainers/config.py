@@ -115,6 +115,7 @@ class TrainerConfig:
     num_nodes: int = 1
     action_sampler: str = "auto"
     torch_threads: int = 0
+    compile: bool = False  # torch.compile each policy's minibatch loss (forward + backward) at warm-up
     capture_video: bool = False
     progress_bar: bool = True
 

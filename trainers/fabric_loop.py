@@ -216,13 +216,17 @@ class Trainer:
                 "train_seconds": self.clock.seconds(), "experiment": str(self.experiment.root)}
 
     def _warm_up(self, env_seed: int) -> None:
-        """Compile the env kernels and the sampler before the clock starts (the state is reset after)."""
+        """Compile the env kernels, the sampler and (``trainer.compile``) the losses before the clock starts."""
         self.game.reset(env_seed)
         self.game.step(torch.zeros_like(self.collector.actions))
         logits = torch.zeros((2, sum(self.game.action_nvec)), device=self.device)
         self.sampler(logits, self.game.action_nvec)
         if self.evaluator is not None:
             self.evaluator.game.reset(0)
+        if self.config.trainer.compile:
+            for group in self.groups:
+                if group.optimizer is not None:
+                    learner.compile_loss(self.fabric, group, self.collector.buffers[group.tag], self.game.action_nvec)
 
     def _episode_stats(self, group: PolicyGroup, buf) -> dict[str, torch.Tensor]:
         stats = self.collector.episode_stats(group)

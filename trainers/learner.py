@@ -5,9 +5,12 @@ Returns the iteration's learner statistics as 0-d device tensors (read on the ho
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from gpu_envs.trainers import ppo
+from gpu_envs.trainers.config import PolicyConfig
 from gpu_envs.trainers.policy import log_prob_entropy
 from gpu_envs.trainers.rollout import PolicyGroup, RolloutBuffer
 
@@ -31,16 +34,7 @@ def update(fabric, group: PolicyGroup, buf: RolloutBuffer, nvec) -> dict[str, to
     cfg = group.config
     advantages, returns = ppo.compute_gae(buf.rewards, buf.values, buf.next_value, buf.terminated,
                                           buf.done, cfg.gamma, cfg.gae_lambda)
-    data = {
-        "obs": buf.obs.reshape(-1, buf.obs.shape[-1]),
-        "actions": buf.actions.reshape(-1, buf.actions.shape[-1]),
-        "log_probs": buf.log_probs.reshape(-1),
-        "values": buf.values.reshape(-1),
-        "advantages": advantages.reshape(-1),
-        "returns": returns.reshape(-1),
-        "valid": buf.valid.reshape(-1),
-        "rewards": buf.rewards.reshape(-1),
-    }
+    data = _flatten(buf, advantages, returns)
     result = _batch_statistics(data)
     if group.optimizer is None:
         nan = torch.tensor(float("nan"), device=data["valid"].device)
@@ -50,8 +44,47 @@ def update(fabric, group: PolicyGroup, buf: RolloutBuffer, nvec) -> dict[str, to
     return {key: result[key].float() for key in LEARNER_METRICS}
 
 
-_STEP_METRICS = ("total_loss", "policy_loss", "value_loss", "entropy", "grad_norm", "approx_kl",
-                 "clip_fraction")
+def compile_loss(fabric, group: PolicyGroup, buf: RolloutBuffer, nvec) -> None:
+    """``trainer.compile``: hand ``minibatch_loss`` to ``torch.compile`` and compile it now.
+
+    Forward and backward run once for every minibatch size an update of ``buf`` makes; the gradients
+    are discarded, so the weights and the optimizer do not move. If torch cannot compile here (no
+    C++ compiler, say), it warns and the policy trains eagerly.
+    """
+    cfg = group.config
+    data = _flatten(buf, buf.values, buf.values)
+    size = data["valid"].shape[0]
+    minibatch_size = -(-size // cfg.num_minibatches) if cfg.algorithm == "PPO" else size
+    group.loss_fn = torch.compile(minibatch_loss)
+    try:
+        for length in sorted({min(minibatch_size, size - start) for start in range(0, size, minibatch_size)}):
+            mb = _minibatch({key: value[:length] for key, value in data.items()}, cfg.normalize_advantage)
+            loss, _, _ = group.loss_fn(group.model, mb, nvec, cfg)
+            fabric.backward(loss)
+    except Exception as error:  # noqa: BLE001 - any compiler failure falls back to eager training
+        warnings.warn(f"trainer.compile: torch.compile failed for policy {group.tag!r} "
+                      f"({type(error).__name__}: {error}); it trains without compiling", stacklevel=2)
+        group.loss_fn = None
+    for parameter in group.module.parameters():
+        parameter.grad = None
+
+
+def _flatten(buf: RolloutBuffer, advantages: torch.Tensor, returns: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The rollout as one batch of transitions, [T * E * n, ...] per entry."""
+    return {
+        "obs": buf.obs.reshape(-1, buf.obs.shape[-1]),
+        "actions": buf.actions.reshape(-1, buf.actions.shape[-1]),
+        "log_probs": buf.log_probs.reshape(-1),
+        "values": buf.values.reshape(-1),
+        "advantages": advantages.reshape(-1),
+        "returns": returns.reshape(-1),
+        "valid": buf.valid.reshape(-1),
+        "rewards": buf.rewards.reshape(-1),
+    }
+
+
+_STEP_METRICS = ("total_loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction",
+                 "grad_norm")
 _TRAIN_METRICS = ("cur_lr", "first_ratio_deviation", *_STEP_METRICS)
 
 
@@ -91,33 +124,46 @@ def _optimise(fabric, group: PolicyGroup, data: dict[str, torch.Tensor], nvec) -
         for start in range(0, size, minibatch_size):
             mb = whole_batch if order is None else _minibatch(
                 {k: v[order[start:start + minibatch_size]] for k, v in data.items()}, cfg.normalize_advantage)
-            weights = mb["weights"]
-            logits, new_values = group.model(mb["obs"])
-            new_log_probs, entropy = log_prob_entropy(logits, mb["actions"], nvec)
-            pg_loss, log_ratio = ppo.policy_loss(new_log_probs, mb["log_probs"], mb["advantages"], weights,
-                                                 cfg.clip_param, is_ppo)
-            v_loss = ppo.value_loss(new_values, mb["values"], mb["returns"], weights, cfg.clip_param,
-                                    cfg.clip_vloss and is_ppo)
-            entropy_mean = ppo.weighted_mean(entropy, weights)
-            loss = pg_loss + cfg.vf_loss_coeff * v_loss
-            if cfg.entropy_coeff:  # a zero coefficient would still backpropagate through the entropy
-                loss = loss - cfg.entropy_coeff * entropy_mean
+            loss, step, log_ratio = (group.loss_fn or minibatch_loss)(group.model, mb, nvec, cfg)
             group.optimizer.zero_grad(set_to_none=True)
             fabric.backward(loss)
             grad_norm = clip_gradients(parameters, max_norm)
             group.optimizer.step()
             if first_ratio_deviation is None:
-                first_ratio_deviation = ppo.max_ratio_deviation(log_ratio, weights)
-            ratio_stats = ppo.ratio_statistics(log_ratio, weights, cfg.clip_param)
-            with torch.no_grad():
-                step = torch.stack([loss, pg_loss, v_loss, entropy_mean, grad_norm, ratio_stats["approx_kl"],
-                                    ratio_stats["clip_fraction"]]).float()
+                first_ratio_deviation = ppo.max_ratio_deviation(log_ratio, mb["weights"])
+            step = torch.cat([step, grad_norm.reshape(1)])
             totals = step if totals is None else totals + step
             steps += 1
     result = dict(zip(_STEP_METRICS, totals / steps))
     result["first_ratio_deviation"] = first_ratio_deviation
     result["cur_lr"] = torch.tensor(group.optimizer.param_groups[0]["lr"], device=data["valid"].device)
     return result
+
+
+def minibatch_loss(model: torch.nn.Module, mb: dict[str, torch.Tensor], nvec,
+                   cfg: PolicyConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The loss of one minibatch (prepared by ``_minibatch``), to backpropagate.
+
+    Returns ``(loss, statistics, log_ratio)``: the statistics are the detached total loss, policy
+    loss, value loss, mean entropy, approximate KL and clip fraction as one [6] tensor. A pure
+    function of its inputs, so ``trainer.compile`` can hand it to ``torch.compile`` as it is.
+    """
+    weights, is_ppo = mb["weights"], cfg.algorithm == "PPO"
+    logits, new_values = model(mb["obs"])
+    new_log_probs, entropy = log_prob_entropy(logits, mb["actions"], nvec)
+    pg_loss, log_ratio = ppo.policy_loss(new_log_probs, mb["log_probs"], mb["advantages"], weights,
+                                         cfg.clip_param, is_ppo)
+    v_loss = ppo.value_loss(new_values, mb["values"], mb["returns"], weights, cfg.clip_param,
+                            cfg.clip_vloss and is_ppo)
+    entropy_mean = ppo.weighted_mean(entropy, weights)
+    loss = pg_loss + cfg.vf_loss_coeff * v_loss
+    if cfg.entropy_coeff:  # a zero coefficient would still backpropagate through the entropy
+        loss = loss - cfg.entropy_coeff * entropy_mean
+    ratio_stats = ppo.ratio_statistics(log_ratio, weights, cfg.clip_param)
+    with torch.no_grad():
+        statistics = torch.stack([loss, pg_loss, v_loss, entropy_mean, ratio_stats["approx_kl"],
+                                  ratio_stats["clip_fraction"]]).float()
+    return loss, statistics, log_ratio
 
 
 def _minibatch(batch: dict[str, torch.Tensor], normalize_advantage: bool) -> dict[str, torch.Tensor]:

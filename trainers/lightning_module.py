@@ -200,11 +200,16 @@ class TagLightningModule(pl.LightningModule):
                                "accelerator='gpu' with device='cuda')")
 
     def reset_envs(self) -> None:
-        """Compile the env kernels and the sampler, then reset every env (env i gets seed + i)."""
+        """Compile the env kernels, the sampler and (``trainer.compile``) the losses; reset every env (env i: seed + i)."""
         collector = self._live_collector()
         self.game.reset(self.run_config.trainer.seed)
         self.game.step(torch.zeros_like(collector.actions))
         self.sampler(torch.zeros((2, sum(self.game.action_nvec)), device=self.game.env.device), self.game.action_nvec)
+        if self.run_config.trainer.compile:
+            for group in self.groups:
+                if group.config.to_train:
+                    learner.compile_loss(_ManualOptimization(self), group, collector.buffers[group.tag],
+                                         self.game.action_nvec)
         collector.reset(self.run_config.trainer.seed)
 
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> None:

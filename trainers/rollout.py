@@ -8,6 +8,7 @@ stay in device tensors. Episode statistics are reduced once per rollout, after t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -27,6 +28,7 @@ class PolicyGroup:
     optimizer: object | None
     agents: slice | torch.Tensor  # index into the agent axis
     num_agents: int
+    loss_fn: Callable | None = None  # learner.minibatch_loss, or its torch.compile'd form; None: the former
 
 
 @dataclass
