@@ -72,3 +72,10 @@ def test_target_is_the_ratio_of_the_medians_when_every_seed_reaches():
     # per seed 0.5, 0.2, 0.25 (median 0.25); medians 2 and 10: 0.2
     assert summary["median_per_seed_ratio"] == pytest.approx(0.25)
     assert summary["ratio_of_medians"] == pytest.approx(0.2) and summary["target_met"]
+
+
+def test_sb3_runs_are_reproducible_per_seed():
+    # Seeded training and a seeded evaluation env: the same seed evaluates the same episodes.
+    first, second = (bench.run_sb3(3, timesteps=1024, eval_freq=256, episodes=3) for _ in range(2))
+    assert first["best_eval"] is not None and first["total_steps"] == 1024
+    assert (first["best_eval"], first["steps"]) == (second["best_eval"], second["steps"])

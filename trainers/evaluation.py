@@ -10,6 +10,7 @@ import torch
 from gpu_envs.trainers.policy import greedy_actions
 from gpu_envs.trainers.rollout import PolicyGroup
 
+EVAL_SEED_OFFSET = 1_000_003  # evaluation envs are seeded with the run's seed + this (+ rank * envs)
 CHECK_EVERY = 16  # steps between the (host-synchronising) "all episodes over?" checks
 
 

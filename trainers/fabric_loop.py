@@ -28,7 +28,7 @@ import torch
 from gpu_envs.trainers import checkpoint as ckpt
 from gpu_envs.trainers import console, learner
 from gpu_envs.trainers.config import RunConfig
-from gpu_envs.trainers.evaluation import Evaluator, record_video
+from gpu_envs.trainers.evaluation import EVAL_SEED_OFFSET, Evaluator, record_video
 from gpu_envs.trainers.experiment import Experiment, NullExperiment, experiment_root, fresh_root
 from gpu_envs.trainers.games import make_game
 from gpu_envs.trainers.metrics import MetricsWindow, episode_summary, learner_summary
@@ -36,8 +36,6 @@ from gpu_envs.trainers.policy import ActorCritic
 from gpu_envs.trainers.rollout import Collector, PolicyGroup
 from gpu_envs.trainers.sampling import make_sampler
 from gpu_envs.trainers.timing import PHASES, PhaseTimer
-
-_EVAL_SEED_OFFSET = 1_000_003
 
 
 def make_fabric(config: RunConfig):
@@ -106,7 +104,7 @@ class Trainer:
         if eval_cfg.eval_freq:
             eval_game = make_game(config.name, eval_cfg.num_episodes, self.device, config.env)
             self.evaluator = Evaluator(eval_game, self.groups,
-                                       tc.seed + _EVAL_SEED_OFFSET + self.rank * eval_cfg.num_episodes)
+                                       tc.seed + EVAL_SEED_OFFSET + self.rank * eval_cfg.num_episodes)
         self.score_policy = eval_cfg.score_policy or next(iter(config.policy))
 
         total = tc.total_timesteps or tc.num_episodes * self.game.episode_length

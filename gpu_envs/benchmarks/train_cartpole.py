@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 
 from gpu_envs.benchmarks import timing
 from gpu_envs.benchmarks.sb3_ppo import NUM_ENVS, RL_ZOO, linear_schedule
+from gpu_envs.trainers.evaluation import EVAL_SEED_OFFSET
 from gpu_envs.trainers.presets import preset
 
 if TYPE_CHECKING:
@@ -119,9 +120,12 @@ def _sb3_model(seed: int) -> PPO:
                seed=seed, device="cpu", verbose=0, **RL_ZOO)
 
 
-def _threshold_callback(eval_freq: int, episodes: int) -> BaseCallback:
+def _threshold_callback(eval_freq: int, episodes: int, seed: int) -> BaseCallback:
     """An SB3 callback: deterministic evaluations every ``eval_freq`` timesteps (after the update)
-    and at the end, outside its training clock; stops training at the first mean >= THRESHOLD."""
+    and at the end, outside its training clock; stops training at the first mean >= THRESHOLD.
+
+    Its evaluation env is seeded like the trainer's evaluator (seed + EVAL_SEED_OFFSET), so a seed's
+    run is the same in every bench run (unseeded, SB3's median moved between 4.1 and 6.9 s)."""
     import gymnasium as gym
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.evaluation import evaluate_policy
@@ -131,6 +135,7 @@ def _threshold_callback(eval_freq: int, episodes: int) -> BaseCallback:
         def __init__(self):
             super().__init__()
             self.eval_env = Monitor(gym.make("CartPole-v1"))
+            self.eval_env.reset(seed=seed + EVAL_SEED_OFFSET)  # later resets continue its RNG
             self.next_eval, self.evaluated_at = eval_freq, -1
             self.start, self.eval_s = 0.0, 0.0
             self.best_eval, self.reached = None, None
@@ -169,7 +174,7 @@ def _threshold_callback(eval_freq: int, episodes: int) -> BaseCallback:
 def run_sb3(seed: int, timesteps: int, eval_freq: int, episodes: int) -> dict:
     """SB3 PPO (rl-zoo) until the first evaluation mean >= THRESHOLD or ``timesteps``."""
     model = _sb3_model(seed)
-    callback = _threshold_callback(eval_freq, episodes)
+    callback = _threshold_callback(eval_freq, episodes, seed)
     start = time.perf_counter()
     model.learn(total_timesteps=timesteps, callback=callback)
     wall = time.perf_counter() - start
@@ -183,7 +188,7 @@ def warm_up_sb3() -> float:
     """One short SB3 run with an evaluation (torch's first calls), before any timed run; seconds."""
     start = time.perf_counter()
     _sb3_model(0).learn(total_timesteps=RL_ZOO["n_steps"] * NUM_ENVS,
-                        callback=_threshold_callback(eval_freq=1, episodes=1))
+                        callback=_threshold_callback(eval_freq=1, episodes=1, seed=0))
     return time.perf_counter() - start
 
 
