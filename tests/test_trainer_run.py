@@ -51,7 +51,7 @@ def test_experiment_folder_layout(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     tags = EventAccumulator(str(events[0])).Reload().Tags()["scalars"]
-    assert "learner_iter/agent/total_loss" in tags and "learner_step/agent/total_loss" in tags
+    assert "learner_iter/agent/total_loss_avg" in tags and "learner_step/agent/total_loss_avg" in tags
     assert "collector_step/agent/reward_mean" in tags and "evaluator_iter/agent/reward_mean" in tags
     # A second run with the same name does not overwrite the first one (DI-engine's renaming).
     config.trainer.total_timesteps = 64

@@ -241,10 +241,6 @@ class Trainer:
         exp, last = self.experiment, records[-1]
         env_steps = self.steps_per_iteration * len(records)
         agent_steps = sum(sum(r.policies[g.tag]["agentstep_count"] for g in self.groups) for r in records)
-        for record in records:
-            for group in self.groups:
-                values = {k: v for k, v in record.policies[group.tag].items() if k in learner.LEARNER_METRICS}
-                exp.scalars("learner", record.iteration, record.env_step, {f"{group.tag}/{k}": v for k, v in values.items()})
         collect_s = sum(phase_ms[p] for p in PHASES if p != "training") / 1000.0
         total_episodes = int(self.total_episodes)
         results = {"Iterations Completed": self.iteration}
@@ -252,6 +248,7 @@ class Trainer:
         for group in self.groups:
             summary = learner_summary(records, group.tag)
             exp.learner_table(self.iteration, group.tag, summary)
+            exp.scalars("learner", self.iteration, self.env_step, {f"{group.tag}/{k}": v for k, v in summary.items()})
             episodes = episode_summary(records, group.tag)
             collector = {
                 "episode_count": episodes["episode_count"],
@@ -281,7 +278,6 @@ class Trainer:
         progress.print("\n".join(blocks))
         exp.scalars("speed", self.iteration, self.env_step, {k: v for k, v in speed.items() if k != "Iteration"})
         exp.results(results)
-        exp.flush()
 
     def _evaluate(self, progress) -> bool:
         """Greedy evaluation on every rank; rank 0 logs it and keeps ckpt_best. Returns "stop"."""
@@ -331,6 +327,7 @@ class Trainer:
         rng = self._gather_rng()
         if self.rank != 0 or path is None:
             return
+        self.experiment.flush()  # the logs on disk reach at least as far as the checkpoint
         state = {
             "iteration": self.iteration,
             "env_step": self.env_step,
