@@ -41,7 +41,6 @@ from gpu_envs.trainers.timing import PHASES, PhaseTimer
 def make_fabric(config: RunConfig):
     """A launched ``lightning.fabric.Fabric`` from the trainer section (the ``fabric run`` flags win)."""
     from lightning.fabric import Fabric
-
     from lightning.fabric.plugins import Precision
 
     tc = config.trainer
