@@ -62,7 +62,8 @@ def test_compile_failure_warns_and_trains_eagerly(monkeypatch):
 
     monkeypatch.setattr(torch, "compile", broken_compile)
     group, collector = _group_and_rollout(num_minibatches=1)
-    with pytest.warns(UserWarning, match="trainer.compile: torch.compile failed for policy 'agent'.*no C\\+\\+ compiler"):
+    message = "trainer.compile: torch.compile failed for policy 'agent'.*no C\\+\\+ compiler"
+    with pytest.warns(UserWarning, match=message):
         learner.compile_loss(NoFabric, group, collector.buffers["agent"], (2,))
     assert group.loss_fn is None
     result = learner.update(NoFabric, group, collector.collect()["agent"], (2,))

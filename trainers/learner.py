@@ -52,9 +52,10 @@ def compile_loss(fabric, group: PolicyGroup, buf: RolloutBuffer, nvec) -> None:
     C++ compiler, say), it warns and the policy trains eagerly.
     """
     cfg = group.config
-    data = _flatten(buf, buf.values, buf.values)
+    data = _flatten(buf, buf.values, buf.values)  # any [T, E, n] tensors stand in for the advantages and returns
     size = data["valid"].shape[0]
-    minibatch_size = -(-size // cfg.num_minibatches) if cfg.algorithm == "PPO" else size
+    _, minibatches = _schedule(cfg)
+    minibatch_size = -(-size // minibatches)
     group.loss_fn = torch.compile(minibatch_loss)
     try:
         for length in sorted({min(minibatch_size, size - start) for start in range(0, size, minibatch_size)}):
@@ -112,8 +113,7 @@ def _optimise(fabric, group: PolicyGroup, data: dict[str, torch.Tensor], nvec) -
     """
     cfg = group.config
     size = data["valid"].shape[0]
-    is_ppo = cfg.algorithm == "PPO"
-    epochs, minibatches = (cfg.update_epochs, cfg.num_minibatches) if is_ppo else (1, 1)
+    epochs, minibatches = _schedule(cfg)
     minibatch_size = -(-size // minibatches)
     max_norm = cfg.max_grad_norm if cfg.clip_grad_norm else float("inf")
     parameters = [p for p in group.module.parameters() if p.requires_grad]
@@ -164,6 +164,11 @@ def minibatch_loss(model: torch.nn.Module, mb: dict[str, torch.Tensor], nvec,
         statistics = torch.stack([loss, pg_loss, v_loss, entropy_mean, ratio_stats["approx_kl"],
                                   ratio_stats["clip_fraction"]]).float()
     return loss, statistics, log_ratio
+
+
+def _schedule(cfg: PolicyConfig) -> tuple[int, int]:
+    """Epochs and minibatches per update: the config's for PPO, one full-batch step for A2C."""
+    return (cfg.update_epochs, cfg.num_minibatches) if cfg.algorithm == "PPO" else (1, 1)
 
 
 def _minibatch(batch: dict[str, torch.Tensor], normalize_advantage: bool) -> dict[str, torch.Tensor]:

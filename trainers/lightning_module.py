@@ -200,7 +200,8 @@ class TagLightningModule(pl.LightningModule):
                                "accelerator='gpu' with device='cuda')")
 
     def reset_envs(self) -> None:
-        """Compile the env kernels, the sampler and (``trainer.compile``) the losses; reset every env (env i: seed + i)."""
+        """Compile the env kernels, the sampler and (``trainer.compile``) the losses; reset every env
+        (env i gets seed + i)."""
         collector = self._live_collector()
         self.game.reset(self.run_config.trainer.seed)
         self.game.step(torch.zeros_like(collector.actions))
