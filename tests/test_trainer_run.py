@@ -110,3 +110,19 @@ def test_fabric_run_with_mixed_precision_is_a_clear_error(monkeypatch):
         monkeypatch.setenv(key, value)
     with pytest.raises(ValueError, match="32-bit precision"):
         make_fabric(RunConfig.from_dict(preset("cartpole")))
+
+
+def test_train_clock_stands_still_while_paused(monkeypatch):
+    from gpu_envs.trainers import fabric_loop
+
+    now = [100.0]
+    monkeypatch.setattr(fabric_loop.time, "perf_counter", lambda: now[0])
+    clock = fabric_loop.TrainClock()
+    clock.previous = 5.0  # seconds before a resume
+    clock.start()
+    now[0] = 102.0
+    with clock.paused():
+        now[0] = 110.0
+        assert clock.seconds() == 7.0  # the evaluation's own time is not training time
+    now[0] = 111.0
+    assert clock.seconds() == 8.0

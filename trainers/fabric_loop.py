@@ -362,22 +362,26 @@ class TrainClock:
         self.previous = 0.0
         self._start = None
         self._paused = 0.0
+        self._pause_start: float | None = None
 
     def start(self) -> None:
         self._start, self._paused = time.perf_counter(), 0.0
 
     def seconds(self) -> float:
+        """The training seconds so far; it stands still inside ``paused()``."""
         if self._start is None:
             return self.previous
-        return self.previous + time.perf_counter() - self._start - self._paused
+        now = time.perf_counter() if self._pause_start is None else self._pause_start
+        return self.previous + now - self._start - self._paused
 
     @contextmanager
     def paused(self):
-        tick = time.perf_counter()
+        self._pause_start = time.perf_counter()
         try:
             yield
         finally:
-            self._paused += time.perf_counter() - tick
+            self._paused += time.perf_counter() - self._pause_start
+            self._pause_start = None
 
 
 def train(config: RunConfig, resume=None) -> dict:
