@@ -30,7 +30,7 @@ from gpu_envs import devices
 from gpu_envs.kernels import cartpole_logic as logic
 from gpu_envs.kernels.cartpole_buffers import OUTPUT_LAYOUT, CartPoleBuffers
 from gpu_envs.validation import (AUTORESET_CODES, as_action_tensor, as_reset_mask, check_all_reset,
-                                  check_positive_int, parse_autoreset_mode, per_env_seeds)
+                                  check_positive_int, parse_autoreset_mode, per_env_seeds, raise_out_of_range)
 
 _OBS_HIGH = np.array([2.4 * 2, np.inf, 12 * 2 * math.pi / 360 * 2, np.inf], dtype=np.float32)
 _DEFAULT_LOW, _DEFAULT_HIGH = -0.05, 0.05
@@ -178,16 +178,22 @@ class CartPoleVectorEnv(VectorEnv):
         """Advance every env by one step; ``actions`` is an integer tensor/array of shape [num_envs]."""
         if not self._is_reset:
             raise RuntimeError("call reset() before step()")
+        on_cpu = self.device.type == "cpu"
         if self.validate_actions:
-            actions = as_action_tensor(actions, (self.num_envs,), self.device, 1)
+            # The CPU kernel checks the range itself, before stepping: cheaper than a separate pass.
+            actions = as_action_tensor(actions, (self.num_envs,), self.device, 1, check_range=not on_cpu)
             if self.autoreset_mode == AutoresetMode.DISABLED:
                 check_all_reset(self._tensors.needs_reset, "env")
         else:
             actions = torch.as_tensor(actions, device=self.device).to(torch.int64)
         consts, bounds = self._kernel_consts()
-        self._driver.step(self._views, self._outputs.arrays(), self._kernel_actions(actions), consts, bounds,
-                          self.max_episode_steps, self.sutton_barto_reward,
-                          AUTORESET_CODES[self.autoreset_mode], scratch=self._scratch, **self._stream_kwargs())
+        kernel_actions = self._kernel_actions(actions)
+        launch = {"validate_actions": self.validate_actions} if on_cpu else self._stream_kwargs()
+        invalid = self._driver.step(self._views, self._outputs.arrays(), kernel_actions, consts, bounds,
+                                    self.max_episode_steps, self.sutton_barto_reward,
+                                    AUTORESET_CODES[self.autoreset_mode], scratch=self._scratch, **launch)
+        if on_cpu and invalid >= 0:
+            raise_out_of_range(actions, torch.tensor(1), "actions")
         out = self._outputs
         info: dict[str, Any] = {}
         if self.autoreset_mode == AutoresetMode.SAME_STEP:

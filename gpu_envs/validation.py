@@ -20,10 +20,12 @@ AUTORESET_CODES = {
 
 
 def as_action_tensor(actions, shape: tuple[int, ...], device: torch.device,
-                     upper: int | Sequence[int] | torch.Tensor, name: str = "actions") -> torch.Tensor:
+                     upper: int | Sequence[int] | torch.Tensor, name: str = "actions",
+                     check_range: bool = True) -> torch.Tensor:
     """Validate integer actions of ``shape`` in ``[0, upper]`` and return them as int64 on ``device``.
 
     ``upper`` bounds every entry, or per entry of the last axis when it is a sequence.
+    ``check_range=False`` leaves the range to the caller (a kernel that checks it before stepping).
     """
     if isinstance(actions, torch.Tensor):
         tensor = actions
@@ -37,16 +39,21 @@ def as_action_tensor(actions, shape: tuple[int, ...], device: torch.device,
         raise TypeError(f"{name} must have an integer dtype, got {tensor.dtype}{detail}")
     if tuple(tensor.shape) != tuple(shape):
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(tensor.shape)}")
+    if check_range:
+        _check_range(tensor, upper, name)
+    return tensor.to(device=device, dtype=torch.int64)
+
+
+def _check_range(tensor: torch.Tensor, upper, name: str) -> None:
     if tensor.device.type == "cpu":
         # One compiled, vectorised pass without temporaries; the failing entry is looked up only on error.
         bounds = np.asarray(upper, dtype=np.int64).reshape(-1)
         if _any_out_of_range(tensor.numpy().reshape(-1, bounds.size), bounds):
-            _raise_out_of_range(tensor, torch.as_tensor(upper), name)
+            raise_out_of_range(tensor, torch.as_tensor(upper), name)
     else:
         bad = (tensor < 0) | (tensor > torch.as_tensor(upper, device=tensor.device))
         if bool(bad.any()):
-            _raise_out_of_range(tensor, torch.as_tensor(upper, device=tensor.device), name)
-    return tensor.to(device=device, dtype=torch.int64)
+            raise_out_of_range(tensor, torch.as_tensor(upper, device=tensor.device), name)
 
 
 @numba.njit(cache=True)
@@ -60,7 +67,8 @@ def _any_out_of_range(values, upper):
     return bad
 
 
-def _raise_out_of_range(tensor: torch.Tensor, upper: torch.Tensor, name: str):
+def raise_out_of_range(tensor: torch.Tensor, upper: torch.Tensor, name: str):
+    """Raise a ValueError naming the first entry of ``tensor`` outside ``[0, upper]``."""
     where = tuple(int(v) for v in ((tensor < 0) | (tensor > upper)).nonzero()[0].tolist())
     raise ValueError(f"{name}{list(where)} = {int(tensor[where])} is out of range: allowed 0..{_describe(upper)}")
 

@@ -29,6 +29,20 @@ def test_bad_actions(env, actions, error, message):
         env.step(actions)
 
 
+@pytest.mark.parametrize("num_envs", [5, 4096])  # the serial and the parallel CPU driver
+def test_a_bad_action_steps_no_env(num_envs):
+    env = gpu_envs.CartPoleVectorEnv(num_envs)
+    env.reset(seed=0)
+    before = env.state.clone()
+    actions = torch.ones(num_envs, dtype=torch.int64)
+    actions[num_envs - 2] = 3
+    with pytest.raises(ValueError, match=rf"actions\[{num_envs - 2}\] = 3 is out of range: allowed 0..1"):
+        env.step(actions)
+    assert torch.equal(env.state, before)
+    env.step(torch.ones(num_envs, dtype=torch.int64))  # the env still works
+    assert not torch.equal(env.state, before)
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"num_envs": 0}, "num_envs"),
     ({"num_envs": -3}, "num_envs"),
