@@ -189,10 +189,10 @@ class CartPoleVectorEnv(VectorEnv):
         consts, bounds = self._kernel_consts()
         kernel_actions = self._kernel_actions(actions)
         launch = {"validate_actions": self.validate_actions} if on_cpu else self._stream_kwargs()
-        invalid = self._driver.step(self._views, self._outputs.arrays(), kernel_actions, consts, bounds,
-                                    self.max_episode_steps, self.sutton_barto_reward,
-                                    AUTORESET_CODES[self.autoreset_mode], scratch=self._scratch, **launch)
-        if on_cpu and invalid >= 0:
+        rejected = self._driver.step(self._views, self._outputs.arrays(), kernel_actions, consts, bounds,
+                                     self.max_episode_steps, self.sutton_barto_reward,
+                                     AUTORESET_CODES[self.autoreset_mode], scratch=self._scratch, **launch)
+        if on_cpu and rejected:
             raise_out_of_range(actions, torch.tensor(1), "actions")
         out = self._outputs
         info: dict[str, Any] = {}

@@ -56,46 +56,38 @@ def _step_block(block, trig, state, elapsed, needs_reset, episode, env_seed, act
 
 
 @numba.njit(inline="always", **_JIT_OPTIONS)
-def _first_invalid_action(actions):
-    """The index of the first action outside {0, 1}, or -1: one vectorised pass, a second on failure."""
+def _any_invalid_action(actions):
+    """Whether any action lies outside {0, 1}: one vectorised pass."""
     invalid = False
     for i in range(actions.shape[0]):
         invalid |= (actions[i] < 0) | (actions[i] > 1)
-    if invalid:
-        for i in range(actions.shape[0]):
-            if actions[i] < 0 or actions[i] > 1:
-                return i
-    return -1
+    return invalid
 
 
 @numba.njit(**_JIT_OPTIONS)
 def _step_serial(validate, trig, state, elapsed, needs_reset, episode, env_seed, actions, consts, reset_bounds,
                  max_episode_steps, sutton_barto_reward, autoreset_mode,
                  obs, rewards, terminated, truncated, final_obs, has_final_obs):
-    if validate:
-        invalid = _first_invalid_action(actions)
-        if invalid >= 0:
-            return invalid
+    if validate and _any_invalid_action(actions):
+        return True
     for block in range((state.shape[1] + BLOCK - 1) // BLOCK):
         _step_block(block, trig, state, elapsed, needs_reset, episode, env_seed, actions, consts, reset_bounds,
                     max_episode_steps, sutton_barto_reward, autoreset_mode,
                     obs, rewards, terminated, truncated, final_obs, has_final_obs)
-    return -1
+    return False
 
 
 @numba.njit(parallel=True, **_JIT_OPTIONS)
 def _step_parallel(validate, trig, state, elapsed, needs_reset, episode, env_seed, actions, consts, reset_bounds,
                    max_episode_steps, sutton_barto_reward, autoreset_mode,
                    obs, rewards, terminated, truncated, final_obs, has_final_obs):
-    if validate:
-        invalid = _first_invalid_action(actions)
-        if invalid >= 0:
-            return invalid
+    if validate and _any_invalid_action(actions):
+        return True
     for block in numba.prange((state.shape[1] + BLOCK - 1) // BLOCK):
         _step_block(block, trig, state, elapsed, needs_reset, episode, env_seed, actions, consts, reset_bounds,
                     max_episode_steps, sutton_barto_reward, autoreset_mode,
                     obs, rewards, terminated, truncated, final_obs, has_final_obs)
-    return -1
+    return False
 
 
 @numba.njit(**_JIT_OPTIONS)
@@ -112,11 +104,11 @@ def make_scratch(num_envs: int, dtype) -> np.ndarray:
 
 def step(buffers, outputs, actions: np.ndarray, consts: np.ndarray, reset_bounds: np.ndarray,
          max_episode_steps: int, sutton_barto_reward: bool, autoreset_mode: int, scratch: np.ndarray,
-         validate_actions: bool = False) -> int:
+         validate_actions: bool = False) -> bool:
     """Advance every env of ``buffers`` by one step, writing ``outputs`` (NumPy arrays both).
 
-    With ``validate_actions`` the kernel first checks that every action is 0 or 1 and, if one is
-    not, returns its index without stepping anything; otherwise it returns -1.
+    With ``validate_actions`` the kernel first checks that every action is 0 or 1; if one is not,
+    it steps nothing and returns True (the caller names the entry). Otherwise it returns False.
     """
     parallel = buffers.state.shape[1] >= PARALLEL_MIN_ENVS and numba.get_num_threads() > 1
     kernel = _step_parallel if parallel else _step_serial

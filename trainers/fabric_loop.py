@@ -221,9 +221,7 @@ class Trainer:
         if self.evaluator is not None:
             self.evaluator.game.reset(0)
         if self.config.trainer.compile:
-            for group in self.groups:
-                if group.optimizer is not None:
-                    learner.compile_loss(self.fabric, group, self.collector.buffers[group.tag], self.game.action_nvec)
+            learner.compile_losses(self.fabric, self.groups, self.collector.buffers, self.game.action_nvec)
 
     def _episode_stats(self, group: PolicyGroup, buf) -> dict[str, torch.Tensor]:
         stats = self.collector.episode_stats(group)

@@ -44,8 +44,15 @@ def update(fabric, group: PolicyGroup, buf: RolloutBuffer, nvec) -> dict[str, to
     return {key: result[key].float() for key in LEARNER_METRICS}
 
 
+def compile_losses(fabric, groups: list[PolicyGroup], buffers: dict[str, RolloutBuffer], nvec) -> None:
+    """``trainer.compile``: compile the loss of every trained policy now, on its rollout buffer's shapes."""
+    for group in groups:
+        if group.config.to_train:
+            compile_loss(fabric, group, buffers[group.tag], nvec)
+
+
 def compile_loss(fabric, group: PolicyGroup, buf: RolloutBuffer, nvec) -> None:
-    """``trainer.compile``: hand ``minibatch_loss`` to ``torch.compile`` and compile it now.
+    """Hand ``group``'s ``minibatch_loss`` to ``torch.compile`` and compile it now.
 
     Forward and backward run once for every minibatch size an update of ``buf`` makes; the gradients
     are discarded, so the weights and the optimizer do not move. If torch cannot compile here (no
@@ -54,8 +61,7 @@ def compile_loss(fabric, group: PolicyGroup, buf: RolloutBuffer, nvec) -> None:
     cfg = group.config
     data = _flatten(buf, buf.values, buf.values)  # any [T, E, n] tensors stand in for the advantages and returns
     size = data["valid"].shape[0]
-    _, minibatches = _schedule(cfg)
-    minibatch_size = -(-size // minibatches)
+    _, _, minibatch_size = _schedule(cfg, size)
     group.loss_fn = torch.compile(minibatch_loss)
     try:
         for length in sorted({min(minibatch_size, size - start) for start in range(0, size, minibatch_size)}):
@@ -113,8 +119,7 @@ def _optimise(fabric, group: PolicyGroup, data: dict[str, torch.Tensor], nvec) -
     """
     cfg = group.config
     size = data["valid"].shape[0]
-    epochs, minibatches = _schedule(cfg)
-    minibatch_size = -(-size // minibatches)
+    epochs, minibatches, minibatch_size = _schedule(cfg, size)
     max_norm = cfg.max_grad_norm if cfg.clip_grad_norm else float("inf")
     parameters = [p for p in group.module.parameters() if p.requires_grad]
     whole_batch = _minibatch(data, cfg.normalize_advantage) if minibatches == 1 else None
@@ -166,9 +171,11 @@ def minibatch_loss(model: torch.nn.Module, mb: dict[str, torch.Tensor], nvec,
     return loss, statistics, log_ratio
 
 
-def _schedule(cfg: PolicyConfig) -> tuple[int, int]:
-    """Epochs and minibatches per update: the config's for PPO, one full-batch step for A2C."""
-    return (cfg.update_epochs, cfg.num_minibatches) if cfg.algorithm == "PPO" else (1, 1)
+def _schedule(cfg: PolicyConfig, size: int) -> tuple[int, int, int]:
+    """Epochs, minibatches and minibatch size for an update of ``size`` samples: the config's for
+    PPO, one full-batch step for A2C."""
+    epochs, minibatches = (cfg.update_epochs, cfg.num_minibatches) if cfg.algorithm == "PPO" else (1, 1)
+    return epochs, minibatches, -(-size // minibatches)
 
 
 def _minibatch(batch: dict[str, torch.Tensor], normalize_advantage: bool) -> dict[str, torch.Tensor]:

@@ -207,10 +207,7 @@ class TagLightningModule(pl.LightningModule):
         self.game.step(torch.zeros_like(collector.actions))
         self.sampler(torch.zeros((2, sum(self.game.action_nvec)), device=self.game.env.device), self.game.action_nvec)
         if self.run_config.trainer.compile:
-            for group in self.groups:
-                if group.config.to_train:
-                    learner.compile_loss(_ManualOptimization(self), group, collector.buffers[group.tag],
-                                         self.game.action_nvec)
+            learner.compile_losses(_ManualOptimization(self), self.groups, collector.buffers, self.game.action_nvec)
         collector.reset(self.run_config.trainer.seed)
 
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> None:
