@@ -61,12 +61,14 @@ class CartPoleVectorEnv(VectorEnv):
                  render_mode: str | None = None, validate_actions: bool = True):
         self.num_envs = check_positive_int(num_envs, "num_envs")
         self.device = devices.resolve_device(device)
+        self._on_cpu = self.device.type == "cpu"
         self.dtype = devices.resolve_dtype(dtype, self.device)
         if max_episode_steps is not None and (isinstance(max_episode_steps, bool) or max_episode_steps < 0):
             raise ValueError(f"max_episode_steps must be an int >= 0 or None, got {max_episode_steps!r}")
         self.max_episode_steps = int(max_episode_steps or 0)
         self.sutton_barto_reward = bool(sutton_barto_reward)
         self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
+        self._autoreset_code = AUTORESET_CODES[self.autoreset_mode]
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.render_mode = render_mode
@@ -88,7 +90,7 @@ class CartPoleVectorEnv(VectorEnv):
                                            partial=("final_obs",), unused=final_outputs)
         self._consts = logic.make_consts(devices.torch_to_numpy_dtype(self.dtype))
         self._bounds = np.array([_DEFAULT_LOW, _DEFAULT_HIGH], dtype=np.float64)
-        if self.device.type != "cpu":  # the CPU kernel reads the caller's actions in place
+        if not self._on_cpu:  # the CPU kernel reads the caller's actions in place
             self._actions = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
             self._actions_view = devices.kernel_view(self._actions)
         self._driver = self._load_driver()
@@ -114,7 +116,7 @@ class CartPoleVectorEnv(VectorEnv):
         )
 
     def _load_driver(self):
-        if self.device.type == "cpu":
+        if self._on_cpu:
             from gpu_envs.kernels import cartpole_cpu
 
             return cartpole_cpu
@@ -123,7 +125,7 @@ class CartPoleVectorEnv(VectorEnv):
         return cartpole_cuda
 
     def _kernel_consts(self):
-        if self.device.type == "cpu":
+        if self._on_cpu:
             return self._consts, self._bounds
         self._bounds_device.copy_to_device(self._bounds)
         return self._consts_device, self._bounds_device
@@ -178,21 +180,19 @@ class CartPoleVectorEnv(VectorEnv):
         """Advance every env by one step; ``actions`` is an integer tensor/array of shape [num_envs]."""
         if not self._is_reset:
             raise RuntimeError("call reset() before step()")
-        on_cpu = self.device.type == "cpu"
         if self.validate_actions:
             # The CPU kernel checks the range itself, before stepping: cheaper than a separate pass.
-            actions = as_action_tensor(actions, (self.num_envs,), self.device, 1, check_range=not on_cpu)
+            actions = as_action_tensor(actions, (self.num_envs,), self.device, 1, check_range=not self._on_cpu)
             if self.autoreset_mode == AutoresetMode.DISABLED:
                 check_all_reset(self._tensors.needs_reset, "env")
         else:
             actions = torch.as_tensor(actions, device=self.device).to(torch.int64)
         consts, bounds = self._kernel_consts()
-        kernel_actions = self._kernel_actions(actions)
-        launch = {"validate_actions": self.validate_actions} if on_cpu else self._stream_kwargs()
-        rejected = self._driver.step(self._views, self._outputs.arrays(), kernel_actions, consts, bounds,
-                                     self.max_episode_steps, self.sutton_barto_reward,
-                                     AUTORESET_CODES[self.autoreset_mode], scratch=self._scratch, **launch)
-        if on_cpu and rejected:
+        launch = {"validate_actions": self.validate_actions} if self._on_cpu else self._stream_kwargs()
+        rejected = self._driver.step(self._views, self._outputs.arrays(), self._kernel_actions(actions), consts,
+                                     bounds, self.max_episode_steps, self.sutton_barto_reward,
+                                     self._autoreset_code, scratch=self._scratch, **launch)
+        if rejected:
             raise_out_of_range(actions, torch.tensor(1), "actions")
         out = self._outputs
         info: dict[str, Any] = {}
@@ -202,13 +202,13 @@ class CartPoleVectorEnv(VectorEnv):
 
     def _kernel_actions(self, actions: torch.Tensor):
         """The kernel's view of int64 ``actions``: zero-copy on the CPU, a persistent buffer on CUDA."""
-        if self.device.type == "cpu":
+        if self._on_cpu:
             return actions.contiguous().numpy()
         self._actions.copy_(actions)
         return self._actions_view
 
     def _stream_kwargs(self) -> dict:
-        return {} if self.device.type == "cpu" else {"stream": devices.launch_stream(self.device)}
+        return {} if self._on_cpu else {"stream": devices.launch_stream(self.device)}
 
     def render(self) -> tuple[np.ndarray, ...] | None:
         """One RGB frame (H, W, 3 uint8) per env when ``render_mode="rgb_array"``."""

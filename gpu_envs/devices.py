@@ -110,30 +110,33 @@ class StepOutputs:
     def __init__(self, layout: dict[str, tuple[tuple[int, ...], np.dtype]], num_envs: int,
                  device: torch.device, partial: tuple[str, ...] = (), unused: tuple[str, ...] = ()):
         self.device = device
+        self._on_cpu = device.type == "cpu"
         self._names = tuple(layout)
-        self._fresh = {name: ((num_envs, *shape), np.zeros if name in partial else np.empty, dtype)
-                       for name, (shape, dtype) in layout.items() if name not in unused}
+        # (name, (shape, allocator, dtype)) of each output written afresh by every step
+        self._fresh = tuple((name, ((num_envs, *shape), np.zeros if name in partial else np.empty, dtype))
+                            for name, (shape, dtype) in layout.items() if name not in unused)
         self._partial = set(partial)
         self._arrays = {name: np.zeros((1, *shape), dtype) for name, (shape, dtype) in layout.items()
                         if name in unused}
         self._tensors: dict[str, torch.Tensor] = {}
-        if device.type != "cpu":
+        if not self._on_cpu:
             self._tensors = {name: torch.from_numpy(np.zeros(shape, dtype)).to(device)
-                             for name, (shape, _, dtype) in self._fresh.items()}
+                             for name, (shape, _, dtype) in self._fresh}
             self._tensors.update({name: torch.from_numpy(a).to(device) for name, a in self._arrays.items()})
             self._views = tuple(kernel_view(self._tensors[name]) for name in self._names)
 
     def arrays(self) -> tuple:
         """The arrays for this step's kernel launch, in layout order."""
-        if self.device.type != "cpu":
+        if not self._on_cpu:
             return self._views
-        for name, (shape, allocate, dtype) in self._fresh.items():
-            self._arrays[name] = allocate(shape, dtype)
-        return tuple(self._arrays[name] for name in self._names)
+        arrays = self._arrays
+        for name, (shape, allocate, dtype) in self._fresh:
+            arrays[name] = allocate(shape, dtype)
+        return tuple([arrays[name] for name in self._names])
 
     def tensor(self, name: str) -> torch.Tensor:
         """Output ``name`` of the last launch, owned by the caller."""
-        if self.device.type == "cpu":
+        if self._on_cpu:
             return torch.from_numpy(self._arrays[name])
         copy = self._tensors[name].clone()
         if name in self._partial:

@@ -11,6 +11,9 @@ from gymnasium.vector import AutoresetMode
 
 from gpu_envs.kernels import autoreset
 
+_INTEGER_DTYPES = frozenset({torch.uint8, torch.uint16, torch.uint32, torch.uint64,
+                             torch.int8, torch.int16, torch.int32, torch.int64})
+
 #: The kernels' integer code of each autoreset mode.
 AUTORESET_CODES = {
     AutoresetMode.NEXT_STEP: autoreset.NEXT_STEP,
@@ -34,13 +37,15 @@ def as_action_tensor(actions, shape: tuple[int, ...], device: torch.device,
         if not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
             raise TypeError(f"{name} must be an integer array or tensor, got {type(actions).__name__}")
         tensor = torch.from_numpy(np.ascontiguousarray(array))
-    if tensor.dtype == torch.bool or tensor.is_floating_point() or tensor.is_complex():
+    if tensor.dtype not in _INTEGER_DTYPES:
         detail = " (it contains NaN)" if tensor.is_floating_point() and bool(tensor.isnan().any()) else ""
         raise TypeError(f"{name} must have an integer dtype, got {tensor.dtype}{detail}")
-    if tuple(tensor.shape) != tuple(shape):
+    if tensor.shape != shape:
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(tensor.shape)}")
     if check_range:
         _check_range(tensor, upper, name)
+    if tensor.dtype is torch.int64 and tensor.device == device:
+        return tensor
     return tensor.to(device=device, dtype=torch.int64)
 
 

@@ -14,7 +14,7 @@ from gpu_envs.kernels import cartpole_logic as logic
 
 #: Below this many envs one thread is faster than a parallel region (its launch costs microseconds,
 #: and on a loaded machine it waits for a descheduled worker). With NUMBA_NUM_THREADS=1 the serial
-#: driver is used at every size.
+#: driver is used at every size (read from numba's config: ``numba.get_num_threads()`` costs 2 µs a call).
 PARALLEL_MIN_ENVS = 4096
 
 #: Envs per block: a block's state, cos/sin and outputs stay in the L1/L2 cache across its passes.
@@ -110,7 +110,7 @@ def step(buffers, outputs, actions: np.ndarray, consts: np.ndarray, reset_bounds
     With ``validate_actions`` the kernel first checks that every action is 0 or 1; if one is not,
     it steps nothing and returns True (the caller names the entry). Otherwise it returns False.
     """
-    parallel = buffers.state.shape[1] >= PARALLEL_MIN_ENVS and numba.get_num_threads() > 1
+    parallel = buffers.state.shape[1] >= PARALLEL_MIN_ENVS and numba.config.NUMBA_NUM_THREADS > 1
     kernel = _step_parallel if parallel else _step_serial
     return kernel(validate_actions, scratch, *buffers, actions, consts, reset_bounds, max_episode_steps,
                   sutton_barto_reward, autoreset_mode, *outputs)
