@@ -1,9 +1,10 @@
-"""``trainer.compile``: the minibatch loss through torch.compile, compiled at warm-up without moving the weights."""
+"""``trainer.compile``: the minibatch loss (or, on one process, the whole gradient step) through torch.compile,
+compiled at warm-up without moving the weights."""
 
 import pytest
 import torch
 
-from gpu_envs.trainers import learner
+from gpu_envs.trainers import fused_step, learner
 from gpu_envs.trainers.config import ModelConfig, PolicyConfig
 from gpu_envs.trainers.games import CartPoleGame
 from gpu_envs.trainers.policy import ActorCritic
@@ -16,13 +17,13 @@ class NoFabric:
     backward = staticmethod(lambda loss: loss.backward())
 
 
-def _group_and_rollout(num_minibatches: int = 3):
+def _group_and_rollout(num_minibatches: int = 3, optimizer=torch.optim.Adam, **optimizer_kwargs):
     torch.manual_seed(0)
     game = CartPoleGame(4, torch.device("cpu"), {"max_episode_steps": 500})
     cfg = PolicyConfig(update_epochs=2, num_minibatches=num_minibatches, model=ModelConfig(fc_dims=[8]))
     module = ActorCritic(4, (2,), cfg.model)
-    group = PolicyGroup("agent", cfg, module, module, torch.optim.Adam(module.parameters(), lr=1e-3, eps=1e-5),
-                        slice(0, 1), 1)
+    group = PolicyGroup("agent", cfg, module, module,
+                        optimizer(module.parameters(), lr=1e-3, eps=1e-5, **optimizer_kwargs), slice(0, 1), 1)
     collector = Collector(game, [group], 10, TorchSampler(0), PhaseTimer(torch.device("cpu")))
     collector.reset(seed=0)
     return group, collector
@@ -54,7 +55,8 @@ def test_compile_at_warm_up_leaves_weights_and_optimizer_untouched_then_matches_
     assert any(not torch.equal(a, b) for a, b in zip(before, group.module.parameters()))
 
 
-def test_compile_failure_warns_and_trains_eagerly(monkeypatch):
+@pytest.mark.parametrize("fuse_optimizer", [False, True])
+def test_compile_failure_warns_and_trains_eagerly(monkeypatch, fuse_optimizer):
     def broken_compile(function):
         def fail(*args, **kwargs):
             raise RuntimeError("no C++ compiler")
@@ -64,7 +66,57 @@ def test_compile_failure_warns_and_trains_eagerly(monkeypatch):
     group, collector = _group_and_rollout(num_minibatches=1)
     message = "trainer.compile: torch.compile failed for policy 'agent'.*no C\\+\\+ compiler"
     with pytest.warns(UserWarning, match=message):
-        learner.compile_loss(NoFabric, group, collector.buffers["agent"], (2,))
-    assert group.loss_fn is None
+        learner.compile_loss(NoFabric, group, collector.buffers["agent"], (2,), fuse_optimizer)
+    assert group.loss_fn is None and group.fused_step is None
     result = learner.update(NoFabric, group, collector.collect()["agent"], (2,))
     assert result["first_ratio_deviation"].item() == 0.0
+
+
+def test_fused_step_compiles_without_moving_anything_then_trains_like_eager_adam():
+    """The fused step (loss, gradient, clipping, Adam in one graph) against the eager step it replaces."""
+    eager, collector = _group_and_rollout(fused=True)
+    fused, _ = _group_and_rollout(fused=True)
+    fused.config.max_grad_norm = eager.config.max_grad_norm = 0.05  # small enough to clip every step
+    before = _weights(fused.module)
+    learner.compile_loss(NoFabric, fused, collector.buffers["agent"], (2,), fuse_optimizer=True)
+    assert fused.fused_step is not None and fused.loss_fn is None
+    assert all(torch.equal(a, b) for a, b in zip(before, fused.module.parameters()))
+    assert not fused.optimizer.state
+
+    for _ in range(3):
+        buf = collector.collect()["agent"]
+        torch.manual_seed(1)  # the same minibatch order for both
+        eager_result = learner.update(NoFabric, eager, buf, (2,))
+        torch.manual_seed(1)
+        fused_result = learner.update(NoFabric, fused, buf, (2,))
+        for key in ("total_loss", "policy_loss", "value_loss", "entropy", "approx_kl", "grad_norm"):
+            torch.testing.assert_close(fused_result[key], eager_result[key], rtol=1e-4, atol=1e-6)
+    assert fused_result["grad_norm"] > 0.05  # the clipping was exercised
+    for a, b in zip(fused.module.parameters(), eager.module.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+    # The optimizer state is torch's Adam's own: same keys, same step count, same moments.
+    eager_state, fused_state = eager.optimizer.state_dict(), fused.optimizer.state_dict()
+    assert eager_state["param_groups"] == fused_state["param_groups"]
+    for index, state in eager_state["state"].items():
+        assert fused_state["state"][index].keys() == state.keys()
+        assert fused_state["state"][index]["step"].item() == state["step"].item() == 3 * 2 * 3
+        torch.testing.assert_close(fused_state["state"][index]["exp_avg"], state["exp_avg"], rtol=1e-4, atol=1e-7)
+
+
+def test_fused_step_follows_an_optimizer_state_loaded_from_a_checkpoint():
+    group, collector = _group_and_rollout(num_minibatches=1)
+    learner.compile_loss(NoFabric, group, collector.buffers["agent"], (2,), fuse_optimizer=True)
+    learner.update(NoFabric, group, collector.collect()["agent"], (2,))
+    saved = group.optimizer.state_dict()
+    group.optimizer.load_state_dict(saved)  # new state tensors, as a resume makes them
+    learner.update(NoFabric, group, collector.collect()["agent"], (2,))
+    assert all(state["step"].item() == 4 for state in group.optimizer.state.values())
+
+
+@pytest.mark.parametrize("optimizer, kwargs", [(torch.optim.AdamW, {}), (torch.optim.Adam, {"weight_decay": 0.1}),
+                                                (torch.optim.Adam, {"amsgrad": True})])
+def test_an_optimizer_the_fused_step_does_not_reproduce_gets_the_compiled_loss(optimizer, kwargs):
+    group, collector = _group_and_rollout(num_minibatches=1, optimizer=optimizer, **kwargs)
+    assert not fused_step.supports(group.optimizer)
+    learner.compile_loss(NoFabric, group, collector.buffers["agent"], (2,), fuse_optimizer=True)
+    assert group.fused_step is None and group.loss_fn is not None

@@ -126,3 +126,22 @@ def test_train_clock_stands_still_while_paused(monkeypatch):
         assert clock.seconds() == 7.0  # the evaluation's own time is not training time
     now[0] = 111.0
     assert clock.seconds() == 8.0
+
+
+def test_compiled_training_fuses_the_gradient_step_and_resumes_its_adam_state(tmp_path, monkeypatch):
+    from gpu_envs.trainers import fused_step
+    from gpu_envs.trainers.fabric_loop import train
+
+    fused_calls = []
+    original_call = fused_step.FusedAdamStep.__call__
+    monkeypatch.setattr(fused_step.FusedAdamStep, "__call__",
+                        lambda self, *args: fused_calls.append(1) or original_call(self, *args))
+    base = [*SMALL, "trainer.compile=true", f"saving.basedir={tmp_path}", "evaluation.eval_freq=0",
+            "saving.model_params_save_freq=2"]
+    train(RunConfig.from_dict(apply_overrides(preset("cartpole"), base + ["trainer.total_timesteps=256"])))
+    assert len(fused_calls) == 4 * 10  # 4 iterations of 10 epochs x 1 minibatch, all through the fused step
+    train(RunConfig.from_dict(apply_overrides(preset("cartpole"), base + ["trainer.total_timesteps=384"])),
+          resume=True)
+    state = load_checkpoint(tmp_path / "cartpole_ppo" / "example" / "ckpt" / "iteration_6.pth.tar")
+    adam_steps = {s["step"].item() for s in state["policies"]["agent"]["optimizer"]["state"].values()}
+    assert adam_steps == {60.0}  # torch Adam's own state, carried through the resume

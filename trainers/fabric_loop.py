@@ -221,7 +221,8 @@ class Trainer:
         if self.evaluator is not None:
             self.evaluator.game.reset(0)
         if self.config.trainer.compile:
-            learner.compile_losses(self.fabric, self.groups, self.collector.buffers, self.game.action_nvec)
+            learner.compile_losses(self.fabric, self.groups, self.collector.buffers, self.game.action_nvec,
+                                   fuse_optimizer=self.world_size == 1)
 
     def _episode_stats(self, group: PolicyGroup, buf) -> dict[str, torch.Tensor]:
         stats = self.collector.episode_stats(group)

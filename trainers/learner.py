@@ -9,7 +9,7 @@ import warnings
 
 import torch
 
-from gpu_envs.trainers import ppo
+from gpu_envs.trainers import fused_step, ppo
 from gpu_envs.trainers.config import PolicyConfig
 from gpu_envs.trainers.policy import log_prob_entropy
 from gpu_envs.trainers.rollout import PolicyGroup, RolloutBuffer
@@ -44,34 +44,46 @@ def update(fabric, group: PolicyGroup, buf: RolloutBuffer, nvec) -> dict[str, to
     return {key: result[key].float() for key in LEARNER_METRICS}
 
 
-def compile_losses(fabric, groups: list[PolicyGroup], buffers: dict[str, RolloutBuffer], nvec) -> None:
-    """``trainer.compile``: compile the loss of every trained policy now, on its rollout buffer's shapes."""
+def compile_losses(fabric, groups: list[PolicyGroup], buffers: dict[str, RolloutBuffer], nvec,
+                   fuse_optimizer: bool = False) -> None:
+    """``trainer.compile``: compile every trained policy's training now, on its rollout buffer's shapes.
+
+    ``fuse_optimizer`` (one process, a plain Adam): the whole gradient step (``fused_step``);
+    otherwise the loss alone, its backward and the optimizer step staying eager.
+    """
     for group in groups:
         if group.config.to_train:
-            compile_loss(fabric, group, buffers[group.tag], nvec)
+            compile_loss(fabric, group, buffers[group.tag], nvec, fuse_optimizer)
 
 
-def compile_loss(fabric, group: PolicyGroup, buf: RolloutBuffer, nvec) -> None:
-    """Hand ``group``'s ``minibatch_loss`` to ``torch.compile`` and compile it now.
+def compile_loss(fabric, group: PolicyGroup, buf: RolloutBuffer, nvec, fuse_optimizer: bool = False) -> None:
+    """Compile ``group``'s gradient step (``fuse_optimizer``) or its ``minibatch_loss`` now.
 
-    Forward and backward run once for every minibatch size an update of ``buf`` makes; the gradients
-    are discarded, so the weights and the optimizer do not move. If torch cannot compile here (no
-    C++ compiler, say), it warns and the policy trains eagerly.
+    The step runs once for every minibatch size an update of ``buf`` makes, without moving the
+    weights or the optimizer (the fused step on copies; the loss's gradients are discarded). If
+    torch cannot compile here (no C++ compiler, say), it warns and the policy trains eagerly.
     """
     cfg = group.config
     data = _flatten(buf, buf.values, buf.values)  # any [T, E, n] tensors stand in for the advantages and returns
     size = data["valid"].shape[0]
     _, _, minibatch_size = _schedule(cfg, size)
-    group.loss_fn = torch.compile(minibatch_loss)
+    optimizer = getattr(group.optimizer, "optimizer", group.optimizer)  # unwrap Fabric's optimizer
+    if fuse_optimizer and fused_step.supports(optimizer):
+        group.fused_step = fused_step.FusedAdamStep(group.module, optimizer, minibatch_loss)
+    else:
+        group.loss_fn = torch.compile(minibatch_loss)
     try:
         for length in sorted({min(minibatch_size, size - start) for start in range(0, size, minibatch_size)}):
             mb = _minibatch({key: value[:length] for key, value in data.items()}, cfg.normalize_advantage)
-            loss, _, _ = group.loss_fn(group.model, mb, nvec, cfg)
-            fabric.backward(loss)
+            if group.fused_step is not None:
+                group.fused_step.compile_for(mb, nvec, cfg, _max_norm(cfg))
+            else:
+                loss, _, _ = group.loss_fn(group.model, mb, nvec, cfg)
+                fabric.backward(loss)
     except Exception as error:  # noqa: BLE001 - any compiler failure falls back to eager training
         warnings.warn(f"trainer.compile: torch.compile failed for policy {group.tag!r} "
                       f"({type(error).__name__}: {error}); it trains without compiling", stacklevel=2)
-        group.loss_fn = None
+        group.loss_fn = group.fused_step = None
     for parameter in group.module.parameters():
         parameter.grad = None
 
@@ -120,7 +132,7 @@ def _optimise(fabric, group: PolicyGroup, data: dict[str, torch.Tensor], nvec) -
     cfg = group.config
     size = data["valid"].shape[0]
     epochs, minibatches, minibatch_size = _schedule(cfg, size)
-    max_norm = cfg.max_grad_norm if cfg.clip_grad_norm else float("inf")
+    max_norm = _max_norm(cfg)
     parameters = [p for p in group.module.parameters() if p.requires_grad]
     whole_batch = _minibatch(data, cfg.normalize_advantage) if minibatches == 1 else None
     totals, first_ratio_deviation, steps = None, None, 0
@@ -129,11 +141,10 @@ def _optimise(fabric, group: PolicyGroup, data: dict[str, torch.Tensor], nvec) -
         for start in range(0, size, minibatch_size):
             mb = whole_batch if order is None else _minibatch(
                 {k: v[order[start:start + minibatch_size]] for k, v in data.items()}, cfg.normalize_advantage)
-            loss, step, log_ratio = (group.loss_fn or minibatch_loss)(group.model, mb, nvec, cfg)
-            group.optimizer.zero_grad(set_to_none=True)
-            fabric.backward(loss)
-            grad_norm = clip_gradients(parameters, max_norm)
-            group.optimizer.step()
+            if group.fused_step is not None:
+                step, grad_norm, log_ratio = group.fused_step(mb, nvec, cfg, max_norm)
+            else:
+                step, grad_norm, log_ratio = _gradient_step(fabric, group, parameters, mb, nvec, max_norm)
             if first_ratio_deviation is None:
                 first_ratio_deviation = ppo.max_ratio_deviation(log_ratio, mb["weights"])
             step = torch.cat([step, grad_norm.reshape(1)])
@@ -143,6 +154,21 @@ def _optimise(fabric, group: PolicyGroup, data: dict[str, torch.Tensor], nvec) -
     result["first_ratio_deviation"] = first_ratio_deviation
     result["cur_lr"] = torch.tensor(group.optimizer.param_groups[0]["lr"], device=data["valid"].device)
     return result
+
+
+def _gradient_step(fabric, group: PolicyGroup, parameters: list[torch.Tensor], mb: dict[str, torch.Tensor], nvec,
+                   max_norm: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One eager optimizer step on ``mb`` (the loss possibly compiled); returns (statistics, grad norm, log ratio)."""
+    loss, statistics, log_ratio = (group.loss_fn or minibatch_loss)(group.model, mb, nvec, group.config)
+    group.optimizer.zero_grad(set_to_none=True)
+    fabric.backward(loss)
+    grad_norm = clip_gradients(parameters, max_norm)
+    group.optimizer.step()
+    return statistics, grad_norm, log_ratio
+
+
+def _max_norm(cfg: PolicyConfig) -> float:
+    return cfg.max_grad_norm if cfg.clip_grad_norm else float("inf")
 
 
 def minibatch_loss(model: torch.nn.Module, mb: dict[str, torch.Tensor], nvec,

@@ -29,6 +29,7 @@ class PolicyGroup:
     agents: slice | torch.Tensor  # index into the agent axis
     num_agents: int
     loss_fn: Callable | None = None  # learner.minibatch_loss, or its torch.compile'd form; None: the former
+    fused_step: Callable | None = None  # trainer.compile on one process: fused_step.FusedAdamStep
 
 
 @dataclass

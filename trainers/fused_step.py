@@ -1,0 +1,108 @@
+"""``trainer.compile`` on one process: a whole gradient step (loss, gradient, clipping, Adam) as one graph.
+
+On a CPU a small network's gradient step is made of a hundred tiny torch calls, each costing
+microseconds of dispatch whatever its size. Here the minibatch loss, its gradient
+(``torch.func.grad``), the global grad-norm clipping and the Adam update are traced together by
+``torch.compile`` into one graph, which updates the network's parameters and the
+``torch.optim.Adam``'s own state tensors (``step``, ``exp_avg``, ``exp_avg_sq``) in place. The
+optimizer's ``state_dict`` therefore stays what torch's Adam writes: checkpoints and resumes do not
+know which path trained. The update is torch's Adam (no weight decay, no AMSGrad) operation by
+operation, and the clipping is ``torch.nn.utils.clip_grad_norm_``'s.
+
+Under DDP the gradients are averaged by DDP's backward hooks, which a functional gradient bypasses:
+distributed runs compile the loss alone (``learner.compile_loss``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch.func import functional_call, grad
+
+LossFn = Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+
+
+def supports(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether ``optimizer`` is a plain Adam this step reproduces (one group, no decay, no AMSGrad)."""
+    if type(optimizer) is not torch.optim.Adam or len(optimizer.param_groups) != 1:
+        return False
+    group = optimizer.param_groups[0]
+    return not (group["weight_decay"] or group["amsgrad"] or group["maximize"] or group["differentiable"])
+
+
+class FusedAdamStep:
+    """One compiled gradient step of ``module`` with ``optimizer``'s Adam; call it once per minibatch.
+
+    ``loss_fn(model, minibatch, nvec, cfg) -> (loss, statistics, log_ratio)`` is the minibatch
+    loss (``learner.minibatch_loss``); the call returns ``(statistics, grad_norm, log_ratio)``.
+    """
+
+    def __init__(self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: LossFn):
+        if not supports(optimizer):
+            raise ValueError("FusedAdamStep needs a torch.optim.Adam with one parameter group, "
+                             "no weight decay, no AMSGrad, not maximize")
+        self._module = module
+        self._optimizer = optimizer
+        self._loss_fn = loss_fn
+        named = [(name, p) for name, p in module.named_parameters() if p.requires_grad]
+        self._parameters = [p for _, p in named]
+        # Detached views share the parameters' storage: the step writes the weights in place, and
+        # load_state_dict copies into that same storage.
+        self._weights = {name: p.detach() for name, p in named}
+        self._compiled = torch.compile(_adam_step)
+
+    def __call__(self, minibatch: dict[str, torch.Tensor], nvec, cfg,
+                 max_norm: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Train on ``minibatch``: returns ``(statistics, grad_norm, log_ratio)`` (see the loss function)."""
+        group = self._optimizer.param_groups[0]
+        states = [self._state(p) for p in self._parameters]
+        return self._compiled(self._module, self._loss_fn, self._weights,
+                              [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
+                              [s["step"] for s in states], torch.tensor(group["lr"]), minibatch, nvec, cfg,
+                              float(max_norm), group["betas"], group["eps"])
+
+    def compile_for(self, minibatch: dict[str, torch.Tensor], nvec, cfg, max_norm: float) -> None:
+        """Compile the step for ``minibatch``'s shapes on copies: the weights and the optimizer do not move."""
+        group = self._optimizer.param_groups[0]
+        weights = {name: w.clone() for name, w in self._weights.items()}
+        zeros = [torch.zeros_like(p) for p in self._parameters]
+        steps = [torch.zeros((), dtype=torch.float32, device=p.device) for p in self._parameters]
+        self._compiled(self._module, self._loss_fn, weights, zeros, [z.clone() for z in zeros], steps,
+                       torch.tensor(group["lr"]), minibatch, nvec, cfg, float(max_norm), group["betas"],
+                       group["eps"])
+
+    def _state(self, parameter: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The optimizer's state of ``parameter``, created as torch's Adam creates it on its first step."""
+        state = self._optimizer.state[parameter]
+        if not state:
+            state["step"] = torch.zeros((), dtype=torch.float32, device=parameter.device)
+            state["exp_avg"] = torch.zeros_like(parameter, memory_format=torch.preserve_format)
+            state["exp_avg_sq"] = torch.zeros_like(parameter, memory_format=torch.preserve_format)
+        return state
+
+
+def _adam_step(module, loss_fn, weights, exp_avgs, exp_avg_sqs, steps, lr, minibatch, nvec, cfg, max_norm,
+               betas, eps):
+    """The traced step: gradient of the loss, clip to ``max_norm``, Adam update, all in place."""
+    def loss_of(params):
+        loss, statistics, log_ratio = loss_fn(lambda obs: functional_call(module, params, (obs,)),
+                                              minibatch, nvec, cfg)
+        return loss, (statistics, log_ratio)
+
+    grads, (statistics, log_ratio) = grad(loss_of, has_aux=True)(weights)
+    grads = list(grads.values())
+    grad_norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+    scale = torch.clamp(max_norm / (grad_norm + 1e-6), max=1.0)
+    beta1, beta2 = betas
+    with torch.no_grad():
+        for weight, g, exp_avg, exp_avg_sq, step in zip(weights.values(), grads, exp_avgs, exp_avg_sqs, steps):
+            g = g * scale
+            step.add_(1)
+            exp_avg.lerp_(g, 1 - beta1)
+            exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+            bias_correction1 = 1 - beta1 ** step
+            bias_correction2 = 1 - beta2 ** step
+            denom = (exp_avg_sq.sqrt() / bias_correction2.sqrt()).add_(eps)
+            weight.sub_(lr / bias_correction1 * exp_avg / denom)
+    return statistics, grad_norm, log_ratio
