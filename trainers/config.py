@@ -115,7 +115,7 @@ class TrainerConfig:
     num_nodes: int = 1
     action_sampler: str = "auto"
     torch_threads: int = 0
-    compile: bool = False  # torch.compile each policy's minibatch loss (forward + backward) at warm-up
+    compile: bool = False  # torch.compile each policy's gradient step (one process) or loss (DDP) at warm-up
     capture_video: bool = False
     progress_bar: bool = True
 
