@@ -55,31 +55,34 @@ class FusedAdamStep:
     def __call__(self, minibatch: dict[str, torch.Tensor], nvec, cfg,
                  max_norm: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Train on ``minibatch``: returns ``(statistics, grad_norm, log_ratio)`` (see the loss function)."""
-        group = self._optimizer.param_groups[0]
-        states = [self._state(p) for p in self._parameters]
-        return self._compiled(self._module, self._loss_fn, self._weights,
-                              [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
-                              [s["step"] for s in states], torch.tensor(group["lr"]), minibatch, nvec, cfg,
-                              float(max_norm), group["betas"], group["eps"])
+        return self._run(self._weights, [self._state(p) for p in self._parameters], minibatch, nvec, cfg, max_norm)
 
     def compile_for(self, minibatch: dict[str, torch.Tensor], nvec, cfg, max_norm: float) -> None:
         """Compile the step for ``minibatch``'s shapes on copies: the weights and the optimizer do not move."""
+        weights = {name: weight.clone() for name, weight in self._weights.items()}
+        self._run(weights, [_new_adam_state(p) for p in self._parameters], minibatch, nvec, cfg, max_norm)
+
+    def _run(self, weights: dict[str, torch.Tensor], states: list[dict[str, torch.Tensor]], minibatch, nvec, cfg,
+             max_norm: float):
         group = self._optimizer.param_groups[0]
-        weights = {name: w.clone() for name, w in self._weights.items()}
-        zeros = [torch.zeros_like(p) for p in self._parameters]
-        steps = [torch.zeros((), dtype=torch.float32, device=p.device) for p in self._parameters]
-        self._compiled(self._module, self._loss_fn, weights, zeros, [z.clone() for z in zeros], steps,
-                       torch.tensor(group["lr"]), minibatch, nvec, cfg, float(max_norm), group["betas"],
-                       group["eps"])
+        return self._compiled(self._module, self._loss_fn, weights, [s["exp_avg"] for s in states],
+                              [s["exp_avg_sq"] for s in states], [s["step"] for s in states],
+                              torch.tensor(group["lr"]), minibatch, nvec, cfg, float(max_norm), group["betas"],
+                              group["eps"])
 
     def _state(self, parameter: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The optimizer's state of ``parameter``, created as torch's Adam creates it on its first step."""
+        """The optimizer's state of ``parameter``, created on first use as torch's Adam creates it."""
         state = self._optimizer.state[parameter]
         if not state:
-            state["step"] = torch.zeros((), dtype=torch.float32, device=parameter.device)
-            state["exp_avg"] = torch.zeros_like(parameter, memory_format=torch.preserve_format)
-            state["exp_avg_sq"] = torch.zeros_like(parameter, memory_format=torch.preserve_format)
+            state.update(_new_adam_state(parameter))
         return state
+
+
+def _new_adam_state(parameter: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Zero Adam state for ``parameter``, shaped as torch's (fused) Adam makes it."""
+    return {"step": torch.zeros((), dtype=torch.float32, device=parameter.device),
+            "exp_avg": torch.zeros_like(parameter, memory_format=torch.preserve_format),
+            "exp_avg_sq": torch.zeros_like(parameter, memory_format=torch.preserve_format)}
 
 
 def _adam_step(module, loss_fn, weights, exp_avgs, exp_avg_sqs, steps, lr, minibatch, nvec, cfg, max_norm,
