@@ -6,8 +6,8 @@ microseconds of dispatch whatever its size. Here the minibatch loss, its gradien
 ``torch.compile`` into one graph, which updates the network's parameters and the
 ``torch.optim.Adam``'s own state tensors (``step``, ``exp_avg``, ``exp_avg_sq``) in place. The
 optimizer's ``state_dict`` therefore stays what torch's Adam writes: checkpoints and resumes do not
-know which path trained. The update is torch's Adam (no weight decay, no AMSGrad) operation by
-operation, and the clipping is ``torch.nn.utils.clip_grad_norm_``'s.
+know which path trained. The update uses the formulas of torch's Adam (no weight decay, no AMSGrad)
+and the clipping those of ``torch.nn.utils.clip_grad_norm_``; results agree with them to rounding.
 
 Under DDP the gradients are averaged by DDP's backward hooks, which a functional gradient bypasses:
 distributed runs compile the loss alone (``learner.compile_loss``).
