@@ -1,10 +1,10 @@
 """CPU drivers of the CartPole kernels: njit loops over blocks of envs, serial or parallel by batch size.
 
-Each block of envs takes three passes over the logic of ``cartpole_logic``: the cos/sin of every
-pole angle (libm calls), the physics (branch-free arithmetic on the component-major state, which
-LLVM vectorises), then the per-env bookkeeping and autoresets. Splitting the step this way lets the
-divisions and multiplications run four envs at a time; the results are the same bits as one env at
-a time.
+Each block of envs takes five passes over the logic of ``cartpole_logic``: the cos/sin of every
+pole angle (libm calls), the physics (branch-free arithmetic on the component-major state), the
+bookkeeping (counters, rewards, flags), the float32 observations, then the rare autoresets. Split
+this way, the physics and bookkeeping loops have no branch on the envs' data and LLVM vectorises
+them, four envs at a time; the results are the same bits as one env at a time.
 """
 
 import numba
@@ -49,10 +49,19 @@ def _step_block(block, trig, state, elapsed, needs_reset, episode, env_seed, act
         # Envs about to be reset (NEXT_STEP) are advanced too: branch-free, and the reset overwrites them.
         x[j], x_dot[j], theta[j], theta_dot[j], is_terminal[j] = logic.physics(
             x[j], x_dot[j], theta[j], theta_dot[j], block_actions[j], costheta[j], sintheta[j], values)
+    block_elapsed, block_needs_reset = elapsed[start:stop], needs_reset[start:stop]
+    block_rewards, block_truncated = rewards[start:stop], truncated[start:stop]
+    block_has_final_obs = has_final_obs[start:stop]  # a one-row placeholder unless SAME_STEP
+    for j in range(stop - start):
+        logic.record_step(j, is_terminal[j], block_elapsed, block_needs_reset, max_episode_steps,
+                          sutton_barto_reward, autoreset_mode, block_rewards, is_terminal, block_truncated,
+                          block_has_final_obs)
+    block_state, block_obs = state[:, start:stop], obs[start:stop]
+    for j in range(stop - start):
+        logic.write_obs(j, block_state, block_obs)
     for i in range(start, stop):
-        logic.finish_step(i, terminated[i], state, elapsed, needs_reset, episode, env_seed, reset_bounds,
-                          max_episode_steps, sutton_barto_reward, autoreset_mode,
-                          obs, rewards, terminated, truncated, final_obs, has_final_obs)
+        logic.complete_autoreset(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds, autoreset_mode,
+                                 obs, terminated, truncated, final_obs, has_final_obs)
 
 
 @numba.njit(inline="always", **_JIT_OPTIONS)

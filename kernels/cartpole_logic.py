@@ -10,8 +10,9 @@ The state is stored by component, ``state[k, i]`` (k = x, x_dot, theta, theta_do
 threads then read neighbouring addresses, and the CPU driver's physics pass vectorises.
 
 One step of env ``i`` is: ``pole_cos_sin`` of its angle, ``physics`` (a pure function of the
-state), then ``finish_step`` (counters, rewards, flags, observation, autoreset). The CUDA kernel runs
-them in one thread (``step_env``); the CPU driver runs each as a pass over a block of envs.
+state), ``record_step`` (counter, reward, flags; no branch on the env's data), ``write_obs`` and
+``complete_autoreset`` (the resets, rare). The CUDA kernel runs them in one thread (``step_env``);
+the CPU driver runs each as a pass over a block of envs.
 """
 
 import math
@@ -107,37 +108,49 @@ def write_obs(i, state, obs):
 
 
 @kernel_function
-def finish_step(
-    i, is_terminal, state, elapsed, needs_reset, episode, env_seed, reset_bounds,
-    max_episode_steps, sutton_barto_reward, autoreset_mode,
-    obs, rewards, terminated, truncated, final_obs, has_final_obs,
+def record_step(
+    i, is_terminal, elapsed, needs_reset, max_episode_steps, sutton_barto_reward, autoreset_mode,
+    rewards, terminated, truncated, has_final_obs,
 ):
-    """Everything of env ``i``'s step after the physics, under ``autoreset_mode``.
+    """Counter, reward and flags of env ``i`` after its physics, without a branch on the env's data.
 
-    In NEXT_STEP mode an env that finished on the previous step is reset instead (its physics
-    result, if computed, is overwritten): reward 0, both flags False.
+    An env that NEXT_STEP mode resets on this step (it finished on the previous one) gets reward 0
+    and both flags False, and keeps ``needs_reset`` set for :func:`complete_autoreset`, which resets it.
     """
-    if autoreset_mode == NEXT_STEP and needs_reset[i]:
-        reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
-        write_obs(i, state, obs)
-        rewards[i] = 0.0
-        terminated[i] = False
-        truncated[i] = False
-        return
-    elapsed[i] += 1
-    is_truncated = max_episode_steps > 0 and elapsed[i] >= max_episode_steps
+    resetting = (autoreset_mode == NEXT_STEP) & needs_reset[i]
+    live = not resetting
+    steps = elapsed[i] + 1
+    elapsed[i] = steps
+    is_terminal = live & is_terminal
+    is_truncated = live & (max_episode_steps > 0) & (steps >= max_episode_steps)
     if sutton_barto_reward:
         rewards[i] = -1.0 if is_terminal else 0.0
     else:
-        rewards[i] = 1.0
+        rewards[i] = 1.0 if live else 0.0
     terminated[i] = is_terminal
     truncated[i] = is_truncated
-    write_obs(i, state, obs)
-    done = is_terminal or is_truncated
-    needs_reset[i] = done
+    done = is_terminal | is_truncated
+    needs_reset[i] = done | resetting
     if autoreset_mode == SAME_STEP:
         has_final_obs[i] = done
-        if done:
+
+
+@kernel_function
+def complete_autoreset(
+    i, state, elapsed, needs_reset, episode, env_seed, reset_bounds, autoreset_mode,
+    obs, terminated, truncated, final_obs, has_final_obs,
+):
+    """The resets of env ``i``'s step, after :func:`record_step` and ``write_obs`` (rare, branching).
+
+    NEXT_STEP: the env still marked ``needs_reset`` with both flags False is the one resetting now.
+    SAME_STEP: an env whose episode ended keeps its last observation in ``final_obs`` and restarts.
+    """
+    if autoreset_mode == NEXT_STEP:
+        if needs_reset[i] and not (terminated[i] or truncated[i]):
+            reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
+            write_obs(i, state, obs)
+    elif autoreset_mode == SAME_STEP:
+        if has_final_obs[i]:
             write_obs(i, state, final_obs)
             reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
             write_obs(i, state, obs)
@@ -154,6 +167,8 @@ def step_env(
     if not (autoreset_mode == NEXT_STEP and needs_reset[i]):
         costheta, sintheta = pole_cos_sin(state[2, i])
         is_terminal = advance_env(i, state, actions[i], costheta, sintheta, consts)
-    finish_step(i, is_terminal, state, elapsed, needs_reset, episode, env_seed, reset_bounds,
-                max_episode_steps, sutton_barto_reward, autoreset_mode,
-                obs, rewards, terminated, truncated, final_obs, has_final_obs)
+    record_step(i, is_terminal, elapsed, needs_reset, max_episode_steps, sutton_barto_reward, autoreset_mode,
+                rewards, terminated, truncated, has_final_obs)
+    write_obs(i, state, obs)
+    complete_autoreset(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds, autoreset_mode,
+                       obs, terminated, truncated, final_obs, has_final_obs)
