@@ -6,8 +6,9 @@ microseconds of dispatch whatever its size. Here the minibatch loss, its gradien
 ``torch.compile`` into one graph, which updates the network's parameters and the
 ``torch.optim.Adam``'s own state tensors (``step``, ``exp_avg``, ``exp_avg_sq``) in place. The
 optimizer's ``state_dict`` therefore stays what torch's Adam writes: checkpoints and resumes do not
-know which path trained. The update uses the formulas of torch's Adam (no weight decay, no AMSGrad)
-and the clipping those of ``torch.nn.utils.clip_grad_norm_``; results agree with them to rounding.
+know which path trained. The update is torch's own functional Adam (``torch.optim.adam.adam``; no
+weight decay, no AMSGrad) and the norm torch's ``get_total_norm``, clipped as
+``torch.nn.utils.clip_grad_norm_`` clips; results agree with the eager step to rounding.
 
 Under DDP the gradients are averaged by DDP's backward hooks, which a functional gradient bypasses:
 distributed runs compile the loss alone (``learner.compile_loss``).
@@ -19,6 +20,7 @@ from typing import Callable
 
 import torch
 from torch.func import functional_call, grad
+from torch.optim.adam import adam
 
 LossFn = Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 
@@ -87,7 +89,7 @@ def _new_adam_state(parameter: torch.Tensor) -> dict[str, torch.Tensor]:
 
 def _adam_step(module, loss_fn, weights, exp_avgs, exp_avg_sqs, steps, lr, minibatch, nvec, cfg, max_norm,
                betas, eps):
-    """The traced step: gradient of the loss, clip to ``max_norm``, Adam update, all in place."""
+    """The traced step: gradient of the loss, clip to ``max_norm``, torch's Adam update, all in place."""
     def loss_of(params):
         loss, statistics, log_ratio = loss_fn(lambda obs: functional_call(module, params, (obs,)),
                                               minibatch, nvec, cfg)
@@ -95,17 +97,10 @@ def _adam_step(module, loss_fn, weights, exp_avgs, exp_avg_sqs, steps, lr, minib
 
     grads, (statistics, log_ratio) = grad(loss_of, has_aux=True)(weights)
     grads = list(grads.values())
-    grad_norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+    grad_norm = torch.nn.utils.get_total_norm(grads)  # as learner.clip_gradients
     scale = torch.clamp(max_norm / (grad_norm + 1e-6), max=1.0)
     beta1, beta2 = betas
     with torch.no_grad():
-        for weight, g, exp_avg, exp_avg_sq, step in zip(weights.values(), grads, exp_avgs, exp_avg_sqs, steps):
-            g = g * scale
-            step.add_(1)
-            exp_avg.lerp_(g, 1 - beta1)
-            exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-            bias_correction1 = 1 - beta1 ** step
-            bias_correction2 = 1 - beta2 ** step
-            denom = (exp_avg_sq.sqrt() / bias_correction2.sqrt()).add_(eps)
-            weight.sub_(lr / bias_correction1 * exp_avg / denom)
+        adam(list(weights.values()), [g * scale for g in grads], exp_avgs, exp_avg_sqs, [], steps, foreach=False,
+             amsgrad=False, beta1=beta1, beta2=beta2, lr=lr, weight_decay=0.0, eps=eps, maximize=False)
     return statistics, grad_norm, log_ratio
