@@ -12,7 +12,7 @@ import pytest
 from gpu_envs.kernels import tag_cpu, tag_logic
 from gpu_envs.kernels.autoreset import DISABLED, NEXT_STEP, SAME_STEP
 from gpu_envs.kernels.tag_buffers import allocate_numpy
-from gpu_envs.tag import TagParams
+from gpu_envs.tag_params import TagParams
 
 pytestmark = pytest.mark.cudasim
 

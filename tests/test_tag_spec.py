@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from gpu_envs.tag import TagEnv, TagParams
+from gpu_envs.tag import TagEnv
+from gpu_envs.tag_params import TagParams
 from gpu_envs.kernels import tag_logic
 
 F32 = np.float32
