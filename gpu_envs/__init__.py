@@ -19,10 +19,11 @@ if "gpu_envs/CartPole-v1" not in registry:
         reward_threshold=475.0,
     )
 
-# Tag: rows are (game, agent) pairs; gym.make_vec only (one row is not a game, so no gym.make):
-# gym.make_vec("gpu_envs/Tag-v0", num_envs=GAMES, device=...). One game: gpu_envs.tag_v0.parallel_env.
+# Tag: rows are (game, agent) pairs; gym.make_vec only (one row is not a game, so gym.make raises an
+# error naming gym.make_vec("gpu_envs/Tag-v0", num_envs=GAMES, ...) and gpu_envs.tag_v0.parallel_env).
 if "gpu_envs/Tag-v0" not in registry:
     register(
         id="gpu_envs/Tag-v0",
+        entry_point="gpu_envs.tag_gym:single_env_unavailable",
         vector_entry_point="gpu_envs.tag_gym:TagGymVectorEnv",
     )

@@ -17,6 +17,14 @@ from gpu_envs.tag import TagEnv
 from gpu_envs.validation import parse_autoreset_mode
 
 
+def single_env_unavailable(**kwargs: Any) -> gym.Env:
+    """The ``entry_point`` of "gpu_envs/Tag-v0": ``gym.make`` of it raises an error that says what to use."""
+    raise gym.error.Error(
+        "gpu_envs/Tag-v0 is a multi-agent game and has no single-agent gym.make env (one row is one agent, "
+        "not a game). Use gym.make_vec('gpu_envs/Tag-v0', num_envs=GAMES, device=...) for (game, agent) rows "
+        "with a shared policy, or gpu_envs.tag_v0.parallel_env() for one game as a PettingZoo ParallelEnv.")
+
+
 class TagGymVectorEnv(VectorEnv):
     """``E`` games of Tag with ``N`` agents each, seen as ``E * N`` single-agent rows.
 

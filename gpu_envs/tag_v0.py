@@ -8,7 +8,7 @@
 
 ``params`` are the parameters of SPEC-tag.md by name (``num_taggers``, ``num_runners``,
 ``grid_length``, ..., ``seed``, ``reset_mode``, ``observe_self``); the single game also takes
-``render_mode`` (None or "rgb_array").
+``render_mode`` (None, "rgb_array" or "human") and ``max_cycles``.
 
 ## Agents, spaces
 Agents ``tagger_0..`` then ``runner_0..`` (``possible_agents``, the ids of the batched env in
@@ -20,7 +20,19 @@ same objects are returned on every call.
 A runner tagged in a game where runners exit is reported once more, on the step it was tagged
 (its reward, its out-of-game observation, ``terminations`` True), and then leaves ``agents``. When
 the game ends (t == T or no runner left) every remaining agent is terminated and ``agents`` is
-empty; call ``reset()``. ``truncations`` are always False: the end of Tag is a rule of the game.
+empty; call ``reset()``. That end is a rule of the game, reported in ``terminations``.
+
+``max_cycles`` (the ``simple_tag_v3`` convention; default None, no limit) is a time limit on top of
+the game: after ``max_cycles`` steps of a game that has not ended, every remaining agent gets
+``truncations`` True and ``agents`` is empty. It leaves the game's ``episode_length`` (the
+``T`` that observations count towards) alone, so it only matters when ``max_cycles <
+episode_length``; at ``max_cycles == episode_length`` the game ends by its rule first.
+
+## Rendering
+``render_mode="rgb_array"``: ``render()`` returns the frame (H, W, 3 uint8). ``render_mode="human"``:
+``render()`` returns None and shows the frame in a pygame window when a display is there (an X11 or
+Wayland display, another OS, or ``SDL_VIDEODRIVER`` set); without one (a headless server, CI) it
+opens nothing and only keeps the frame in ``last_frame`` (use "rgb_array" to record videos).
 
 ## Global state
 ``state()`` is a float32 vector of size ``7 N + 1``: for each agent in id order ``x/L, y/L,
@@ -36,6 +48,8 @@ space with a seed derived from ``(s, agent index)``, so ``space.sample()`` is re
 from __future__ import annotations
 
 import math
+import os
+import sys
 from typing import Any
 
 import gymnasium
@@ -54,15 +68,25 @@ _BATCH_ONLY = ("num_envs", "device", "autoreset_mode")
 class TagParallelEnv(ParallelEnv):
     """One game of Tag as a PettingZoo ``ParallelEnv`` (see the module docstring for the rules)."""
 
-    metadata = {"name": "tag_v0", "render_modes": ["rgb_array"], "render_fps": 25, "is_parallelizable": True}
+    metadata = {"name": "tag_v0", "render_modes": ["rgb_array", "human"], "render_fps": 25,
+                "is_parallelizable": True}
 
-    def __init__(self, render_mode: str | None = None, **params: Any):
+    def __init__(self, render_mode: str | None = None, max_cycles: int | None = None, **params: Any):
         given = [name for name in _BATCH_ONLY if name in params]
         if given:
             raise TypeError(f"parallel_env is one game on the CPU and does not take {given}; "
                             "use gpu_envs.tag_v0.vector_env(num_envs, device, ...) for batches")
-        self.render_mode = render_mode
-        self._game = TagEnv(num_envs=1, device="cpu", autoreset_mode="disabled", render_mode=render_mode, **params)
+        if render_mode not in (None, *self.metadata["render_modes"]):
+            raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
+        if max_cycles is not None and (isinstance(max_cycles, bool) or not isinstance(max_cycles, int)
+                                       or max_cycles < 1):
+            raise ValueError(f"max_cycles must be None (no limit) or an integer >= 1, got {max_cycles!r}")
+        self.render_mode, self.max_cycles = render_mode, max_cycles
+        self._game = TagEnv(num_envs=1, device="cpu", autoreset_mode="disabled",
+                            render_mode=None if render_mode is None else "rgb_array", **params)
+        self._cycles = 0
+        self._window: _HumanWindow | None = None
+        self.last_frame: np.ndarray | None = None
         self.possible_agents = list(self._game.agent_names)
         self.agents: list[str] = []
         self._index = {name: i for i, name in enumerate(self.possible_agents)}
@@ -91,6 +115,7 @@ class TagParallelEnv(ParallelEnv):
                 self.action_spaces[name].seed(int(derived[0]))
                 self.observation_spaces[name].seed(int(derived[1]))
         self.agents = list(self.possible_agents)
+        self._cycles = 0
         rows = obs[0].numpy()
         return {name: rows[i] for i, name in enumerate(self.agents)}, {name: {} for name in self.agents}
 
@@ -112,12 +137,14 @@ class TagParallelEnv(ParallelEnv):
         obs, rewards, terminated, truncated, info = self._game.step(self._actions)
         rows, rewards = obs[0].numpy(), rewards[0].numpy()
         active = info["active"][0].numpy()
-        game_over, cut = bool(terminated[0]), bool(truncated[0])
+        self._cycles += 1
+        game_over = bool(terminated[0])
+        cut = bool(truncated[0]) or (self.max_cycles is not None and self._cycles >= self.max_cycles)
         live = self.agents
         observations = {name: rows[self._index[name]] for name in live}
         reward = {name: float(rewards[self._index[name]]) for name in live}
         terminations = {name: game_over or not bool(active[self._index[name]]) for name in live}
-        truncations = {name: cut for name in live}
+        truncations = {name: cut and not terminations[name] for name in live}
         self.agents = [name for name in live if not (terminations[name] or truncations[name])]
         return observations, reward, terminations, truncations, {name: {} for name in live}
 
@@ -138,27 +165,70 @@ class TagParallelEnv(ParallelEnv):
         return torch.cat([columns.reshape(-1), time]).numpy().astype(np.float32)
 
     def render(self) -> np.ndarray | None:
-        """An RGB frame (H, W, 3 uint8) of the game when ``render_mode="rgb_array"``."""
+        """The frame (H, W, 3 uint8) for "rgb_array"; None for "human" (shown, see the module docstring)."""
         frames = self._game.render()
-        return None if frames is None else frames[0]
+        if frames is None:
+            return None
+        if self.render_mode == "rgb_array":
+            return frames[0]
+        self.last_frame = frames[0]
+        if self._window is None and _HumanWindow.display_available():
+            self._window = _HumanWindow(self.metadata["render_fps"])
+        if self._window is not None:
+            self._window.show(self.last_frame)
+        return None
 
     def close(self) -> None:
+        if self._window is not None:
+            self._window.close()
+            self._window = None
         self._game.close()
 
 
-def parallel_env(render_mode: str | None = None, **params: Any) -> TagParallelEnv:
+class _HumanWindow:
+    """A pygame window that shows RGB frames at up to ``fps`` frames per second."""
+
+    def __init__(self, fps: float):
+        import pygame
+
+        self._pygame, self._fps = pygame, fps
+        pygame.display.init()
+        pygame.display.set_caption("tag_v0")
+        self._screen = None
+        self._clock = pygame.time.Clock()
+
+    @staticmethod
+    def display_available() -> bool:
+        """True where pygame can open a window: a display, a non-Linux OS, or an SDL video driver chosen."""
+        return (sys.platform != "linux" or "SDL_VIDEODRIVER" in os.environ
+                or any(os.environ.get(name) for name in ("DISPLAY", "WAYLAND_DISPLAY")))
+
+    def show(self, frame: np.ndarray) -> None:
+        pygame = self._pygame
+        if self._screen is None:
+            self._screen = pygame.display.set_mode((frame.shape[1], frame.shape[0]))
+        pygame.event.pump()
+        self._screen.blit(pygame.surfarray.make_surface(frame.swapaxes(0, 1)), (0, 0))
+        pygame.display.flip()
+        self._clock.tick(self._fps)
+
+    def close(self) -> None:
+        self._pygame.display.quit()
+
+
+def parallel_env(render_mode: str | None = None, max_cycles: int | None = None, **params: Any) -> TagParallelEnv:
     """One game of Tag as a PettingZoo ``ParallelEnv``."""
-    return TagParallelEnv(render_mode=render_mode, **params)
+    return TagParallelEnv(render_mode=render_mode, max_cycles=max_cycles, **params)
 
 
-def raw_env(render_mode: str | None = None, **params: Any) -> parallel_to_aec_wrapper:
+def raw_env(render_mode: str | None = None, max_cycles: int | None = None, **params: Any) -> parallel_to_aec_wrapper:
     """One game of Tag as an AEC env, without the order-enforcing wrapper."""
-    return parallel_to_aec_wrapper(parallel_env(render_mode=render_mode, **params))
+    return parallel_to_aec_wrapper(parallel_env(render_mode=render_mode, max_cycles=max_cycles, **params))
 
 
-def env(render_mode: str | None = None, **params: Any):
+def env(render_mode: str | None = None, max_cycles: int | None = None, **params: Any):
     """One game of Tag as an AEC env (``parallel_to_aec``: agents act in turn, order enforced)."""
-    return parallel_to_aec(parallel_env(render_mode=render_mode, **params))
+    return parallel_to_aec(parallel_env(render_mode=render_mode, max_cycles=max_cycles, **params))
 
 
 def vector_env(num_envs: int = 1, device: str | torch.device = "cpu", **params: Any) -> TagEnv:
