@@ -15,7 +15,8 @@ def _state(module):
     opt.step()
     return {"iteration": 7, "env_step": 7000, "num_iterations": 10,
             "counters": {"total_episodes": 12, "train_seconds": 1.5, "evaluations": 3},
-            "best_eval": 99.0, "config": {"name": "cartpole", "policy": {"agent": {"lr": 1e-3}}},
+            "best_eval": 99.0, "config": {"name": "cartpole", "policy": {"agent": {
+                "lr": 1e-3, "model": {"type": "fully_connected", "fc_dims": [8], "activation": "tanh"}}}},
             "spaces": {"obs_dim": 4, "action_nvec": [2]},
             "policies": {"agent": {"model": module.state_dict(), "optimizer": opt.state_dict()}},
             "sampler": {"counter": 5}, "rng": [{"torch": torch.get_rng_state()}]}
@@ -33,15 +34,16 @@ def test_round_trip_is_exact_and_leaves_no_temp_file(tmp_path):
         assert torch.equal(loaded["policies"]["agent"]["model"][key], value)
     assert torch.equal(loaded["rng"][0]["torch"], state["rng"][0]["torch"])
     assert loaded["policies"]["agent"]["optimizer"]["state"][0]["step"] == 1
-    ckpt.check_compatible(loaded, path, 4, (2,), {"agent": module})
+    ckpt.check_compatible(loaded, path, 4, (2,), {"agent": module}, {"agent": ModelConfig(fc_dims=[8])})
 
 
 def test_latest_checkpoint_picks_the_largest_iteration(tmp_path):
     for n in (2, 10, 9):
         (tmp_path / f"iteration_{n}.pth.tar").write_bytes(b"x")
     (tmp_path / "ckpt_best.pth.tar").write_bytes(b"x")
-    assert ckpt.latest_checkpoint(tmp_path).name == "iteration_10.pth.tar"
-    assert ckpt.latest_checkpoint(tmp_path / "missing") is None
+    assert [p.name for p in ckpt.iteration_checkpoints(tmp_path)] == [
+        "iteration_10.pth.tar", "iteration_9.pth.tar", "iteration_2.pth.tar"]
+    assert ckpt.iteration_checkpoints(tmp_path / "missing") == []
 
 
 def test_corrupt_and_foreign_files_get_clear_errors(tmp_path):
@@ -72,12 +74,13 @@ def test_mismatched_checkpoint_is_refused(tmp_path):
     path = tmp_path / "c.pth.tar"
     ckpt.save_checkpoint(_state(module), path)
     state = ckpt.load_checkpoint(path)
+    wider = ModelConfig(fc_dims=[16])
     with pytest.raises(ckpt.CheckpointError, match=r"policy 'agent' has a different network"):
-        ckpt.check_compatible(state, path, 4, (2,), {"agent": ActorCritic(4, (2,), ModelConfig(fc_dims=[16]))})
+        ckpt.check_compatible(state, path, 4, (2,), {"agent": ActorCritic(4, (2,), wider)}, {"agent": wider})
     with pytest.raises(ckpt.CheckpointError, match="holds policies"):
-        ckpt.check_compatible(state, path, 4, (2,), {"runner": module})
+        ckpt.check_compatible(state, path, 4, (2,), {"runner": module}, {"runner": ModelConfig(fc_dims=[8])})
     with pytest.raises(ckpt.CheckpointError, match="observations of size 4"):
-        ckpt.check_compatible(state, path, 71, (11, 11), {"agent": module})
+        ckpt.check_compatible(state, path, 71, (11, 11), {"agent": module}, {"agent": ModelConfig(fc_dims=[8])})
 
 
 def test_model_weights_from_trainer_checkpoint_or_bare_state_dict(tmp_path):

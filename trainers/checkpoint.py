@@ -9,29 +9,48 @@ A checkpoint is a dict of plain data and tensors::
     sampler (the action sampler's state), rng [per rank: {torch, cuda}]
 
 Writing goes to a temporary file in the same folder, fsync, then ``os.replace``: a run killed at any
-moment leaves either the previous checkpoint or the new one, never a truncated file.
+moment leaves either the previous checkpoint or the new one (plus, at worst, a leftover temporary
+file that ``remove_temporary_files`` deletes), never a truncated checkpoint. Weights that are not
+finite are never written. Reading checks every field the trainers use, and resuming checks the
+whole network description (``NETWORK_FIELDS`` of each policy's model config, the observation size
+and the action heads), not only the parameter shapes.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import re
 import tempfile
+import warnings
 from pathlib import Path
+from typing import Mapping
 
 import torch
 
+from gpu_envs.trainers.config import ModelConfig
+
 FORMAT = "gpu_envs.trainers.checkpoint/1"
+#: The fields of a policy's ``model`` config that define its network (the rest only initialise it).
+NETWORK_FIELDS = ("type", "fc_dims", "activation")
 _ITERATION_FILE = re.compile(r"^iteration_(\d+)\.pth\.tar$")
+_TEMPORARY_FILE = re.compile(r"^\..+\.pth\.tar\..+\.tmp$")  # what save_checkpoint's mkstemp names
+_REQUIRED = ("iteration", "env_step", "num_iterations", "counters.total_episodes", "counters.train_seconds",
+             "counters.evaluations", "best_eval", "config.name", "config.policy", "spaces.obs_dim",
+             "spaces.action_nvec", "policies", "sampler", "rng")
 
 
 class CheckpointError(RuntimeError):
-    """A checkpoint cannot be read, or does not fit the run that loads it."""
+    """A checkpoint cannot be read or written, or does not fit the run that loads it."""
 
 
 def save_checkpoint(state: dict, path: str | Path) -> None:
-    """Write ``state`` to ``path`` atomically (temp file + fsync + ``os.replace``)."""
+    """Write ``state`` to ``path`` atomically (temp file + fsync + ``os.replace``).
+
+    Refuses (``CheckpointError``, nothing written) when a policy's weights hold NaN or inf.
+    """
     path = Path(path)
+    _check_finite_weights(state, path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -45,19 +64,72 @@ def save_checkpoint(state: dict, path: str | Path) -> None:
         raise
 
 
+def _check_finite_weights(state: dict, path: Path) -> None:
+    named = [(f"policies.{tag}.model.{key}", tensor) for tag, saved in state.get("policies", {}).items()
+             for key, tensor in saved["model"].items() if tensor.is_floating_point()]
+    if not named:
+        return
+    finite = torch.stack([torch.isfinite(tensor).all() for _, tensor in named]).cpu()  # one read-back
+    if not finite.all():
+        name = named[int((~finite).nonzero()[0])][0]
+        raise CheckpointError(f"refusing to write {path}: {name} holds NaN or inf (the training diverged); "
+                              f"the checkpoints already written keep their finite weights")
+
+
+def remove_temporary_files(folder: str | Path) -> list[Path]:
+    """Delete the temporary files a killed ``save_checkpoint`` left in ``folder``; returns them."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    leftovers = [p for p in folder.iterdir() if _TEMPORARY_FILE.match(p.name) and p.is_file()]
+    for leftover in leftovers:
+        leftover.unlink(missing_ok=True)
+    return leftovers
+
+
+def _torch_load(path: Path):
+    """``torch.load(weights_only=True)``; a ``CheckpointError`` saying why when the file is unusable."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:  # weights_only refused a pickled object
+        found = re.search(r"GLOBAL (\S+)", str(error))
+        reason = f"it holds a pickled Python object{f' ({found.group(1)})' if found else ''}, which " \
+                 f"gpu-envs checkpoints never do"
+    except Exception as error:  # noqa: BLE001 - torch raises several types for damaged files
+        reason = str(error).split(". ")[0].strip() or f"{type(error).__name__}: the file ends early"
+    raise CheckpointError(f"{path} is corrupt or not a torch checkpoint written by gpu-envs ({reason})")
+
+
+def _field(state: dict, dotted: str, path: Path):
+    """``state[a][b]...`` for ``dotted`` ``"a.b..."``; a ``CheckpointError`` naming the missing field."""
+    node = state
+    for key in dotted.split("."):
+        if not isinstance(node, Mapping) or key not in node:
+            raise CheckpointError(f"checkpoint {path} has no field '{dotted}': the file is damaged or was "
+                                  f"not written by this version of the gpu-envs trainers")
+        node = node[key]
+    return node
+
+
 def load_checkpoint(path: str | Path) -> dict:
-    """Read a checkpoint written by ``save_checkpoint`` (tensors on the CPU)."""
+    """Read a checkpoint written by ``save_checkpoint`` (tensors on the CPU), checking its fields."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # torch raises several types for damaged or foreign files
-        raise CheckpointError(f"checkpoint {path} is corrupt or not a torch checkpoint: {error}") from None
+        state = _torch_load(path)
+    except CheckpointError as error:
+        raise CheckpointError(f"checkpoint {error}") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         found = state.get("format") if isinstance(state, dict) else type(state).__name__
         raise CheckpointError(f"checkpoint {path} is not a gpu-envs trainer checkpoint "
                               f"(format {found!r}, expected {FORMAT!r})")
+    for dotted in _REQUIRED:
+        _field(state, dotted, path)
+    for tag in _field(state, "policies", path):
+        for dotted in (f"policies.{tag}.model", f"policies.{tag}.optimizer",
+                       *(f"config.policy.{tag}.model.{name}" for name in NETWORK_FIELDS)):
+            _field(state, dotted, path)
     return state
 
 
@@ -66,25 +138,49 @@ def iteration_path(folder: str | Path, iteration: int) -> Path:
     return Path(folder) / f"iteration_{iteration}.pth.tar"
 
 
-def latest_checkpoint(folder: str | Path) -> Path | None:
-    """The ``iteration_<N>.pth.tar`` with the largest N in ``folder`` (None if there is none)."""
+def iteration_checkpoints(folder: str | Path) -> list[Path]:
+    """The ``iteration_<N>.pth.tar`` files of ``folder``, largest N first (empty if there is none)."""
     folder = Path(folder)
     if not folder.is_dir():
-        return None
+        return []
     found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := _ITERATION_FILE.match(p.name))]
-    return max(found)[1] if found else None
+    return [p for _, p in sorted(found, reverse=True)]
 
 
-def check_compatible(state: dict, path: str | Path, obs_dim: int, action_nvec, modules: dict) -> None:
-    """Raise ``CheckpointError`` unless ``state`` holds the same policies and network shapes."""
-    spaces = state.get("spaces", {})
-    if spaces.get("obs_dim") != obs_dim or list(spaces.get("action_nvec", [])) != list(action_nvec):
-        raise CheckpointError(f"checkpoint {path} is for observations of size {spaces.get('obs_dim')} and actions "
-                              f"{spaces.get('action_nvec')}, this run has {obs_dim} and {list(action_nvec)}")
-    saved = set(state.get("policies", {}))
+def latest_readable_checkpoint(folder: str | Path) -> Path | None:
+    """The newest ``iteration_<N>.pth.tar`` of ``folder`` that ``load_checkpoint`` accepts (None if none).
+
+    Each newer file it skips (damaged, incomplete) is named in a warning with the reason.
+    """
+    for path in iteration_checkpoints(folder):
+        try:
+            load_checkpoint(path)
+        except CheckpointError as error:
+            warnings.warn(f"--resume: skipping {path}: {error}", stacklevel=2)
+            continue
+        return path
+    return None
+
+
+def check_compatible(state: dict, path: str | Path, obs_dim: int, action_nvec, modules: dict[str, torch.nn.Module],
+                     models: dict[str, ModelConfig]) -> None:
+    """Raise ``CheckpointError`` unless ``state`` (from ``load_checkpoint``) holds the same policies and
+    networks: observation size, action heads, each policy's ``NETWORK_FIELDS`` (``models``, the run's
+    model configs) and parameter shapes (``modules``)."""
+    spaces = state["spaces"]
+    if spaces["obs_dim"] != obs_dim or list(spaces["action_nvec"]) != list(action_nvec):
+        raise CheckpointError(f"checkpoint {path} is for observations of size {spaces['obs_dim']} and actions "
+                              f"{spaces['action_nvec']}, this run has {obs_dim} and {list(action_nvec)}")
+    saved = set(state["policies"])
     if saved != set(modules):
         raise CheckpointError(f"checkpoint {path} holds policies {sorted(saved)}, this run has {sorted(modules)}")
     for tag, module in modules.items():
+        for name in NETWORK_FIELDS:
+            was, now = state["config"]["policy"][tag]["model"][name], getattr(models[tag], name)
+            if was != now:
+                raise CheckpointError(f"checkpoint {path}: policy '{tag}' has a different network: "
+                                      f"policy.{tag}.model.{name} is {was!r} in the checkpoint, {now!r} in this "
+                                      f"run; set it back to resume, or start a new run")
         expected = {k: tuple(v.shape) for k, v in module.state_dict().items()}
         found = {k: tuple(v.shape) for k, v in state["policies"][tag]["model"].items()}
         if expected != found:
@@ -96,14 +192,15 @@ def check_compatible(state: dict, path: str | Path, obs_dim: int, action_nvec, m
 def load_model_weights(path: str | Path, tag: str) -> dict:
     """A policy's state dict from a trainer checkpoint or a bare ``state_dict`` file."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:
-        raise CheckpointError(f"policy.{tag}.model.model_ckpt_filepath: cannot read {path}: {error}") from None
+        state = _torch_load(Path(path))
+    except CheckpointError as error:
+        raise CheckpointError(f"policy.{tag}.model.model_ckpt_filepath: {error}") from None
     if isinstance(state, dict) and state.get("format") == FORMAT:
-        if tag not in state["policies"]:
+        policies = _field(state, "policies", Path(path))
+        if tag not in policies:
             raise CheckpointError(f"policy.{tag}.model.model_ckpt_filepath: {path} has no policy '{tag}' "
-                                  f"(it has {sorted(state['policies'])})")
-        return state["policies"][tag]["model"]
+                                  f"(it has {sorted(policies)})")
+        return _field(state, f"policies.{tag}.model", Path(path))
     if not isinstance(state, dict):
         raise CheckpointError(f"policy.{tag}.model.model_ckpt_filepath: {path} holds no state dict")
     return state

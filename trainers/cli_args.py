@@ -107,9 +107,10 @@ def run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
     set_launch_environment(args)
     from gpu_envs.trainers.checkpoint import CheckpointError
     from gpu_envs.trainers.fabric_loop import train
+    from gpu_envs.trainers.learner import NonFiniteError
 
     try:
         train(config, resume=args.resume)
-    except CheckpointError as error:
+    except (CheckpointError, NonFiniteError) as error:
         raise SystemExit(f"gpu-envs train: error: {error}") from None
     return 0

@@ -11,13 +11,15 @@ Shape (the original GPU framework's run config, plus PPO and evaluation fields w
     evaluation: {eval_freq, num_episodes, stop_value, score_policy}
 
 ``RunConfig.from_dict`` checks every value and raises ``ConfigError`` naming the field
-(``policy.runner.lr: must be > 0, got -1``). ``apply_overrides`` applies ``a.b.c=value`` strings
+(``policy.runner.lr: must be > 0, got -1``). Float fields accept numeric strings (YAML 1.1, which
+PyYAML follows, reads ``1e-3`` as a string) and refuse NaN and infinities. ``apply_overrides`` applies ``a.b.c=value`` strings
 (values parsed as YAML) to a plain dict before it is checked.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -284,14 +286,28 @@ def _build(kind, data, path: str):
             _fail(path, f"must be an int, got {data!r}")
         return data
     if kind is float:
-        if isinstance(data, bool) or not isinstance(data, (int, float)):
-            _fail(path, f"must be a number, got {data!r}")
-        return float(data)
+        return _number(data, path)
     if kind is str:
         if not isinstance(data, str):
             _fail(path, f"must be a string, got {data!r}")
         return data
     raise TypeError(f"unsupported config type {kind!r} at {path}")
+
+
+def _number(data, path: str) -> float:
+    """A finite float from a number or a numeric string: YAML 1.1 reads ``1e-3`` (no dot) as a string."""
+    if isinstance(data, str):
+        try:
+            value = float(data)
+        except ValueError:
+            _fail(path, f"must be a number, got the string {data!r}")
+    elif isinstance(data, bool) or not isinstance(data, (int, float)):
+        _fail(path, f"must be a number, got {data!r}")
+    else:
+        value = float(data)
+    if not math.isfinite(value):
+        _fail(path, f"must be a finite number, got {data!r}")
+    return value
 
 
 def _describe(kind) -> str:

@@ -17,11 +17,13 @@ Every other rank gets a ``NullExperiment`` with the same methods doing nothing.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from datetime import datetime
 from pathlib import Path
 
+from gpu_envs.trainers.checkpoint import remove_temporary_files
 from gpu_envs.trainers.config import RunConfig, dump_yaml
 
 
@@ -32,10 +34,22 @@ def experiment_root(config: RunConfig) -> Path:
 
 
 def fresh_root(root: Path) -> Path:
-    """``root``, or ``root`` + ``_<yymmdd_HHMMSS>`` when it already holds a run (as DI-engine does)."""
-    if not root.exists() or not any(root.iterdir()):
-        return root
-    return root.with_name(f"{root.name}_{datetime.now().strftime('%y%m%d_%H%M%S')}")
+    """Create and return a folder no other run holds: ``root``, else ``<root>_<yymmdd_HHMMSS>``, else
+    that name + ``_1``, ``_2``, ... (DI-engine's renaming).
+
+    Each candidate is claimed with an exclusive ``mkdir``, so runs started at the same moment, in
+    threads or processes, never share a folder. An existing folder, even an empty one, is taken.
+    """
+    root.parent.mkdir(parents=True, exist_ok=True)
+    stamped = f"{root.name}_{datetime.now().strftime('%y%m%d_%H%M%S')}"
+    names = itertools.chain((root.name, stamped), (f"{stamped}_{n}" for n in itertools.count(1)))
+    for name in names:
+        try:
+            (root.parent / name).mkdir()
+        except FileExistsError:
+            continue
+        return root.parent / name
+    raise AssertionError("unreachable: the candidate names never run out")
 
 
 class TextLog:
@@ -75,7 +89,11 @@ def grid_table(values: dict, columns_per_table: int = 6) -> str:
 
 
 class Experiment:
-    """Creates the folder and owns the text loggers, the TensorBoard writer and results.json."""
+    """Creates the folder and owns the text loggers, the TensorBoard writer and results.json.
+
+    Starting (or resuming) in a folder deletes the temporary files of checkpoint writes that were
+    killed there (``checkpoint.remove_temporary_files``) and notes them in the learner log.
+    """
 
     def __init__(self, root: Path, config: RunConfig):
         from torch.utils.tensorboard import SummaryWriter
@@ -86,6 +104,8 @@ class Experiment:
         self.collector = TextLog(root / "log" / "collector" / "collector_logger.txt")
         self.evaluator = TextLog(root / "log" / "evaluator" / "evaluator_logger.txt")
         self.learner = TextLog(root / "log" / "learner" / "learner_logger.txt")
+        for leftover in remove_temporary_files(self.ckpt_dir):  # from a checkpoint write that was killed
+            self.learner.info(f"[RANK0]: removed the unfinished checkpoint file {leftover}")
         # The writer thread drains a queue of events to disk, by itself every 10 s and fully at each
         # checkpoint (``flush``). With the default queue of 10 events, or a flush at every log window,
         # the training loop waited for it: 40-60 ms per 10-iteration window of CartPole metrics,

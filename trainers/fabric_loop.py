@@ -6,6 +6,7 @@ Read top to bottom, ``Trainer.fit`` is::
         anneal the learning rates
         rollout  = collector.collect()                 # device only, no host sync
         update every trained policy on its rollout     # GAE + PPO epochs / one A2C step
+        stop if a loss or gradient norm is not finite  # one host read; nothing more is saved
         every metrics_log_freq iterations: read the window back, print, log, TensorBoard, results.json
         every eval_freq iterations: greedy evaluation (all ranks), ckpt_best.pth.tar, stop_value
         every model_params_save_freq iterations: iteration_<N>.pth.tar
@@ -60,22 +61,23 @@ def resolve_resume(config: RunConfig, resume) -> tuple[Path | None, Path]:
     """(checkpoint to resume from or None, experiment folder to write into).
 
     ``resume``: None/False (new run), True (latest checkpoint of the config's experiment folder),
-    or a path to a checkpoint file or an experiment folder.
+    or a path to a checkpoint file or an experiment folder. Of a folder's checkpoints, the newest
+    readable one is taken; newer damaged ones are skipped with a warning.
     """
     root = experiment_root(config)
     if not resume:
         return None, root
     if resume is True:
-        path = ckpt.latest_checkpoint(root / "ckpt")
+        path = ckpt.latest_readable_checkpoint(root / "ckpt")
         if path is None:
-            raise ckpt.CheckpointError(f"--resume: no iteration_<N>.pth.tar checkpoint in {root / 'ckpt'}")
+            raise ckpt.CheckpointError(f"--resume: no readable iteration_<N>.pth.tar checkpoint in {root / 'ckpt'}")
         return path, root
     path = Path(resume)
     if path.is_dir():
         folder = path / "ckpt" if (path / "ckpt").is_dir() else path
-        found = ckpt.latest_checkpoint(folder)
+        found = ckpt.latest_readable_checkpoint(folder)
         if found is None:
-            raise ckpt.CheckpointError(f"--resume {path}: no iteration_<N>.pth.tar checkpoint there")
+            raise ckpt.CheckpointError(f"--resume {path}: no readable iteration_<N>.pth.tar checkpoint there")
         path = found
     return path, path.parent.parent if path.parent.name == "ckpt" else root
 
@@ -147,7 +149,8 @@ class Trainer:
     def _restore(self, path: Path) -> None:
         state = ckpt.load_checkpoint(path)
         ckpt.check_compatible(state, path, self.game.obs_dim, self.game.action_nvec,
-                              {g.tag: g.module for g in self.groups})
+                              {g.tag: g.module for g in self.groups},
+                              {g.tag: self.config.policy[g.tag].model for g in self.groups})
         for group in self.groups:
             saved = state["policies"][group.tag]
             group.module.load_state_dict(saved["model"])
@@ -190,6 +193,7 @@ class Trainer:
                 with self.timer.phase("training"):
                     stats = {g.tag: learner.update(self.fabric, g, buffers[g.tag], self.game.action_nvec)
                              for g in self.groups}
+                    learner.check_finite(self.groups, stats, self.iteration)
                 self.env_step += self.steps_per_iteration
                 self.total_episodes += self.collector.env_done.sum()
                 self.window.add(self.iteration, self.env_step, stats,

@@ -1,6 +1,7 @@
 """One policy's update from its rollout: GAE, then PPO epochs of shuffled minibatches or one A2C step.
 
-Returns the iteration's learner statistics as 0-d device tensors (read on the host at log time).
+Returns the iteration's learner statistics as 0-d device tensors (read on the host at log time);
+``check_finite`` stops the run when a loss or gradient norm among them is NaN or infinite.
 """
 
 from __future__ import annotations
@@ -18,6 +19,34 @@ LEARNER_METRICS = ("cur_lr", "total_loss", "policy_loss", "value_loss", "entropy
                    "approx_kl", "clip_fraction", "explained_variance", "first_ratio_deviation",
                    "value_mean", "advantage_mean", "norm_advantage_mean", "return_mean",
                    "reward_mean", "reward_max", "reward_min")
+
+
+class NonFiniteError(RuntimeError):
+    """A policy's loss or gradient norm is NaN or infinite: the training diverged."""
+
+
+_WATCHED = ("total_loss", "grad_norm")
+
+
+def check_finite(groups: list[PolicyGroup], stats: dict[str, dict[str, torch.Tensor]], iteration: int) -> None:
+    """Raise ``NonFiniteError`` if a trained policy's loss or gradient norm of this iteration is not finite.
+
+    The values are the update's minibatch averages (any NaN or inf step makes them non-finite);
+    one host read for all policies, once per iteration.
+    """
+    trained = [g for g in groups if g.optimizer is not None]
+    if not trained:
+        return
+    values = torch.stack([stats[g.tag][name] for g in trained for name in _WATCHED])
+    if bool(torch.isfinite(values).all()):
+        return
+    index = int((~torch.isfinite(values)).nonzero()[0])
+    group, name = trained[index // len(_WATCHED)], _WATCHED[index % len(_WATCHED)]
+    raise NonFiniteError(
+        f"training diverged at iteration {iteration}: policy '{group.tag}' {name} is {float(values[index])}. "
+        f"Stopped without saving this iteration; the checkpoints already written hold finite weights. "
+        f"Lower policy.{group.tag}.lr (now {group.config.lr:g}), keep policy.{group.tag}.clip_grad_norm on, "
+        f"or check the env's rewards and observations for NaN or inf")
 
 
 def set_learning_rate(group: PolicyGroup, iteration: int, num_iterations: int) -> float:
