@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numba
@@ -22,31 +23,108 @@ AUTORESET_CODES = {
 }
 
 
+#: Seeds are int64 tensors that the kernels view as uint64: every seed lies in [0, MAX_SEED].
+MAX_SEED = 2**63 - 1
+#: CartPole's step counter is int32.
+MAX_EPISODE_STEPS = 2**31 - 1
+#: CartPole's reset bounds: |low|, |high| <= this keeps one step's squared angular velocity (and so
+#: every state and observation) finite in float32.
+RESET_BOUND_LIMIT = 2.0**60
+_DEVICE_TYPES = ("cpu", "cuda")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_real(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def as_tensor(value, name: str, kind: str) -> torch.Tensor:
+    """``value`` as a tensor (zero-copy where possible) with a TypeError or ValueError naming ``name``.
+
+    Tensors must be dense and on the CPU or a CUDA device (not ``meta`` or another backend); arrays,
+    lists and scalars must be numeric. ``kind`` describes what is expected (e.g. "an integer array").
+    """
+    if isinstance(value, torch.Tensor):
+        if value.device.type not in _DEVICE_TYPES or value.layout is not torch.strided:
+            raise ValueError(f"{name} must be a dense tensor on the CPU or a CUDA device, got a {value.layout} "
+                             f"tensor on {value.device}")
+        return value
+    if value is None:
+        raise TypeError(f"{name} must be {kind}, got None")
+    array = np.asarray(value)
+    if not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
+        raise TypeError(f"{name} must be {kind}, got {type(value).__name__} of dtype {array.dtype}")
+    return torch.from_numpy(np.ascontiguousarray(array))
+
+
+def check_action_layout(actions, shape: tuple[int, ...], device: torch.device,
+                        name: str = "actions") -> torch.Tensor:
+    """Integer ``actions`` of ``shape`` as int64 on ``device``: dtype, shape and device checks only (cheap).
+
+    The path for envs that leave the range to the kernel (``validate_actions=False``): a tensor of
+    the wrong length or dtype never reaches a kernel.
+    """
+    return _to_int64(_integer_layout(actions, shape, name), device)
+
+
 def as_action_tensor(actions, shape: tuple[int, ...], device: torch.device,
                      upper: int | Sequence[int] | torch.Tensor, name: str = "actions",
                      check_range: bool = True) -> torch.Tensor:
     """Validate integer actions of ``shape`` in ``[0, upper]`` and return them as int64 on ``device``.
 
     ``upper`` bounds every entry, or per entry of the last axis when it is a sequence.
-    ``check_range=False`` leaves the range to the caller (a kernel that checks it before stepping).
+    ``check_range=False`` leaves the range to the caller (a kernel that checks it before stepping);
+    dtype and shape are checked either way.
     """
-    if isinstance(actions, torch.Tensor):
-        tensor = actions
-    else:
-        array = np.asarray(actions)
-        if not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
-            raise TypeError(f"{name} must be an integer array or tensor, got {type(actions).__name__}")
-        tensor = torch.from_numpy(np.ascontiguousarray(array))
+    tensor = _integer_layout(actions, shape, name)
+    if check_range:
+        _check_range(tensor, upper, name)
+    return _to_int64(tensor, device)
+
+
+def _integer_layout(actions, shape: tuple[int, ...], name: str) -> torch.Tensor:
+    tensor = as_tensor(actions, name, "an integer array or tensor")
     if tensor.dtype not in _INTEGER_DTYPES:
         detail = " (it contains NaN)" if tensor.is_floating_point() and bool(tensor.isnan().any()) else ""
         raise TypeError(f"{name} must have an integer dtype, got {tensor.dtype}{detail}")
     if tensor.shape != shape:
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(tensor.shape)}")
-    if check_range:
-        _check_range(tensor, upper, name)
+    return tensor
+
+
+def _to_int64(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     if tensor.dtype is torch.int64 and tensor.device == device:
         return tensor
     return tensor.to(device=device, dtype=torch.int64)
+
+
+def as_box_action_tensor(actions, shape: tuple[int, ...], device: torch.device, low, high,
+                         name: str = "actions", dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Validate continuous (Box) actions and return them as ``dtype`` on ``device``.
+
+    ``actions`` must be a float array or tensor of ``shape`` whose entries are finite and within
+    ``[low, high]`` (scalars, or arrays broadcastable to ``shape``); a TypeError or ValueError names
+    the first offending entry otherwise. Out-of-range actions are refused, not clipped.
+    """
+    tensor = as_tensor(actions, name, "a float array or tensor")
+    if not tensor.is_floating_point():
+        raise TypeError(f"{name} must have a floating dtype (continuous actions), got {tensor.dtype}")
+    if tensor.shape != shape:
+        raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(tensor.shape)}")
+    tensor = tensor.to(device=device, dtype=dtype)
+    low_t = torch.as_tensor(low, dtype=dtype, device=device)
+    high_t = torch.as_tensor(high, dtype=dtype, device=device)
+    outside = ~((tensor >= low_t) & (tensor <= high_t))  # NaN is outside
+    if bool(outside.any()):
+        where = tuple(int(v) for v in outside.nonzero()[0].tolist())
+        value = float(tensor[where])
+        rule = "must be finite" if not math.isfinite(value) else \
+            f"is out of range: allowed [{_describe(low_t)}, {_describe(high_t)}]"
+        raise ValueError(f"{name}{list(where)} = {value} {rule}")
+    return tensor
 
 
 def _check_range(tensor: torch.Tensor, upper, name: str) -> None:
@@ -99,31 +177,66 @@ def parse_autoreset_mode(mode) -> AutoresetMode:
 
 def as_reset_mask(mask, num_envs: int, device: torch.device) -> torch.Tensor:
     """A bool reset mask of shape [num_envs] on ``device``."""
-    tensor = mask if isinstance(mask, torch.Tensor) else torch.from_numpy(np.asarray(mask))
+    name = "options['reset_mask']"
+    tensor = as_tensor(mask, name, f"a bool array or tensor of shape ({num_envs},)")
     if tensor.dtype != torch.bool:
-        raise TypeError(f"options['reset_mask'] must be boolean, got {tensor.dtype}")
+        raise TypeError(f"{name} must be boolean, got {tensor.dtype}")
     if tuple(tensor.shape) != (num_envs,):
-        raise ValueError(f"options['reset_mask'] must have shape ({num_envs},), got {tuple(tensor.shape)}")
+        raise ValueError(f"{name} must have shape ({num_envs},), got {tuple(tensor.shape)}")
     return tensor.to(device)
 
 
 def check_positive_int(value, name: str) -> int:
     """An int > 0 or a ValueError naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+    if not _is_int(value) or value <= 0:
         raise ValueError(f"{name} must be an int > 0, got {value!r}")
     return int(value)
 
 
+def check_max_episode_steps(value, name: str = "max_episode_steps") -> int:
+    """The truncation horizon as an int (0: never truncate), from an int in [0, 2**31 - 1] or None.
+
+    Anything else (a float such as 1.5 or NaN, a string, a bool, a larger int) is a ValueError: a
+    float is never rounded to an int behind the caller's back.
+    """
+    if value is None:
+        return 0
+    if not _is_int(value) or not 0 <= value <= MAX_EPISODE_STEPS:
+        raise ValueError(f"{name} must be an int in [0, {MAX_EPISODE_STEPS}] (0 or None: never truncate; "
+                         f"the step counter is int32), got {value!r}")
+    return int(value)
+
+
+def check_reset_bounds(low, high) -> tuple[float, float]:
+    """CartPole's reset bounds ``options['low']``, ``options['high']`` as floats, or a ValueError naming the rule.
+
+    Both must be real numbers with ``-RESET_BOUND_LIMIT <= low <= high <= RESET_BOUND_LIMIT``
+    (2**60: beyond it one step's squared angular velocity overflows float32; NaN and inf are refused).
+    """
+    for key, value in (("low", low), ("high", high)):
+        if not _is_real(value) or not abs(float(value)) <= RESET_BOUND_LIMIT:
+            raise ValueError(f"options['{key}'] must be a finite number in [-2**60, 2**60], got {value!r}")
+    if low > high:
+        raise ValueError(f"options['low'] must be <= options['high'], got low={low!r}, high={high!r}")
+    return float(low), float(high)
+
+
 def per_env_seeds(seed, num_envs: int, device: torch.device, noun: str = "env") -> torch.Tensor:
-    """[num_envs] int64 seeds: ``seed + i`` for an int ``seed``, or one int >= 0 per ``noun`` from a sequence."""
+    """[num_envs] int64 seeds: ``seed + i`` for an int ``seed``, or one int per ``noun`` from a sequence.
+
+    Every seed must lie in [0, MAX_SEED = 2**63 - 1] (the kernels view them as uint64 words of int64
+    tensors), so an int ``seed`` must satisfy ``seed + num_envs - 1 <= MAX_SEED``.
+    """
     if isinstance(seed, (list, tuple, np.ndarray, torch.Tensor)):
-        values = [int(s) for s in (seed.tolist() if hasattr(seed, "tolist") else seed)]
-        if len(values) != num_envs or any(s < 0 for s in values):
-            raise ValueError(f"seed sequence must hold {num_envs} ints >= 0 (one per {noun}), got {seed!r}")
+        values = seed.tolist() if hasattr(seed, "tolist") else list(seed)
+        if len(values) != num_envs or not all(_is_int(s) and 0 <= s <= MAX_SEED for s in values):
+            raise ValueError(f"seed sequence must hold {num_envs} ints in [0, 2**63 - 1] (one per {noun}), "
+                             f"got {seed!r}")
         return torch.tensor(values, dtype=torch.int64, device=device)
-    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
+    if _is_int(seed) and 0 <= seed <= MAX_SEED - (num_envs - 1):
         return int(seed) + torch.arange(num_envs, dtype=torch.int64, device=device)
-    raise ValueError(f"seed must be an int >= 0, a sequence of ints or None, got {seed!r}")
+    raise ValueError(f"seed must be an int in [0, 2**63 - {num_envs}] ({noun} i gets seed + i, an int64), "
+                     f"a sequence of {num_envs} ints or None, got {seed!r}")
 
 
 def check_all_reset(needs_reset: torch.Tensor, noun: str) -> None:
@@ -134,3 +247,38 @@ def check_all_reset(needs_reset: torch.Tensor, noun: str) -> None:
             f"{noun}(s) {ids} finished and were not reset: with autoreset_mode=DISABLED call "
             "reset(options={'reset_mask': mask}) for them before stepping"
         )
+
+
+def check_max_episode_steps(value) -> int:
+    """A truncation horizon: an int >= 0, or None (0 and None: never truncate)."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < 2**31:
+        raise ValueError(f"max_episode_steps must be None or an int in [0, 2**31), got {value!r}")
+    return int(value)
+
+
+def check_reset_bounds(low: float, high: float) -> None:
+    """Reset bounds must be finite with ``low <= high``."""
+    if not (np.isfinite(low) and np.isfinite(high) and low <= high):
+        raise ValueError(f"reset bounds must be finite with low <= high, got low={low!r}, high={high!r}")
+
+
+def as_box_action_tensor(actions, shape: tuple[int, ...], device: torch.device, low, high,
+                         name: str = "actions", check_range: bool = True) -> torch.Tensor:
+    """Validate continuous actions of ``shape`` (finite, in ``[low, high]`` when ``check_range``)
+    and return them as float32 on ``device``."""
+    tensor = actions if isinstance(actions, torch.Tensor) else torch.as_tensor(np.asarray(actions))
+    if not (tensor.is_floating_point() or tensor.dtype in _INTEGER_DTYPES):
+        raise TypeError(f"{name} must be a real-valued array or tensor, got dtype {tensor.dtype}")
+    if tuple(tensor.shape) != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(tensor.shape)}")
+    tensor = tensor.to(device=device, dtype=torch.float32)
+    if check_range:
+        low_t, high_t = (torch.as_tensor(np.asarray(v, np.float32), device=device) for v in (low, high))
+        bad = ~((tensor >= low_t) & (tensor <= high_t))  # NaN is bad too
+        if bool(bad.any()):
+            where = tuple(int(v) for v in bad.nonzero()[0].tolist())
+            raise ValueError(f"{name}{list(where)} = {float(tensor[where])} is out of range: allowed "
+                             f"[{np.asarray(low).min()}, {np.asarray(high).max()}] and finite")
+    return tensor
