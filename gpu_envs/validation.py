@@ -247,38 +247,3 @@ def check_all_reset(needs_reset: torch.Tensor, noun: str) -> None:
             f"{noun}(s) {ids} finished and were not reset: with autoreset_mode=DISABLED call "
             "reset(options={'reset_mask': mask}) for them before stepping"
         )
-
-
-def check_max_episode_steps(value) -> int:
-    """A truncation horizon: an int >= 0, or None (0 and None: never truncate)."""
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < 2**31:
-        raise ValueError(f"max_episode_steps must be None or an int in [0, 2**31), got {value!r}")
-    return int(value)
-
-
-def check_reset_bounds(low: float, high: float) -> None:
-    """Reset bounds must be finite with ``low <= high``."""
-    if not (np.isfinite(low) and np.isfinite(high) and low <= high):
-        raise ValueError(f"reset bounds must be finite with low <= high, got low={low!r}, high={high!r}")
-
-
-def as_box_action_tensor(actions, shape: tuple[int, ...], device: torch.device, low, high,
-                         name: str = "actions", check_range: bool = True) -> torch.Tensor:
-    """Validate continuous actions of ``shape`` (finite, in ``[low, high]`` when ``check_range``)
-    and return them as float32 on ``device``."""
-    tensor = actions if isinstance(actions, torch.Tensor) else torch.as_tensor(np.asarray(actions))
-    if not (tensor.is_floating_point() or tensor.dtype in _INTEGER_DTYPES):
-        raise TypeError(f"{name} must be a real-valued array or tensor, got dtype {tensor.dtype}")
-    if tuple(tensor.shape) != tuple(shape):
-        raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(tensor.shape)}")
-    tensor = tensor.to(device=device, dtype=torch.float32)
-    if check_range:
-        low_t, high_t = (torch.as_tensor(np.asarray(v, np.float32), device=device) for v in (low, high))
-        bad = ~((tensor >= low_t) & (tensor <= high_t))  # NaN is bad too
-        if bool(bad.any()):
-            where = tuple(int(v) for v in bad.nonzero()[0].tolist())
-            raise ValueError(f"{name}{list(where)} = {float(tensor[where])} is out of range: allowed "
-                             f"[{np.asarray(low).min()}, {np.asarray(high).max()}] and finite")
-    return tensor
