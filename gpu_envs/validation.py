@@ -33,11 +33,12 @@ RESET_BOUND_LIMIT = 2.0**60
 _DEVICE_TYPES = ("cpu", "cuda")
 
 
-def _is_int(value) -> bool:
+def is_int(value) -> bool:
+    """A Python or NumPy int, not a bool."""
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
-def _is_real(value) -> bool:
+def _is_number(value) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 
@@ -114,9 +115,8 @@ def as_box_action_tensor(actions, shape: tuple[int, ...], device: torch.device, 
         raise TypeError(f"{name} must have a floating dtype (continuous actions), got {tensor.dtype}")
     if tensor.shape != shape:
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(tensor.shape)}")
-    tensor = tensor.to(device=device, dtype=dtype)
-    low_t = torch.as_tensor(low, dtype=dtype, device=device)
-    high_t = torch.as_tensor(high, dtype=dtype, device=device)
+    low_t = torch.as_tensor(low, dtype=torch.float64, device=tensor.device)
+    high_t = torch.as_tensor(high, dtype=torch.float64, device=tensor.device)
     outside = ~((tensor >= low_t) & (tensor <= high_t))  # NaN is outside
     if bool(outside.any()):
         where = tuple(int(v) for v in outside.nonzero()[0].tolist())
@@ -124,7 +124,7 @@ def as_box_action_tensor(actions, shape: tuple[int, ...], device: torch.device, 
         rule = "must be finite" if not math.isfinite(value) else \
             f"is out of range: allowed [{_describe(low_t)}, {_describe(high_t)}]"
         raise ValueError(f"{name}{list(where)} = {value} {rule}")
-    return tensor
+    return tensor.to(device=device, dtype=dtype)
 
 
 def _check_range(tensor: torch.Tensor, upper, name: str) -> None:
@@ -188,7 +188,7 @@ def as_reset_mask(mask, num_envs: int, device: torch.device) -> torch.Tensor:
 
 def check_positive_int(value, name: str) -> int:
     """An int > 0 or a ValueError naming ``name``."""
-    if not _is_int(value) or value <= 0:
+    if not is_int(value) or value <= 0:
         raise ValueError(f"{name} must be an int > 0, got {value!r}")
     return int(value)
 
@@ -201,7 +201,7 @@ def check_max_episode_steps(value, name: str = "max_episode_steps") -> int:
     """
     if value is None:
         return 0
-    if not _is_int(value) or not 0 <= value <= MAX_EPISODE_STEPS:
+    if not is_int(value) or not 0 <= value <= MAX_EPISODE_STEPS:
         raise ValueError(f"{name} must be an int in [0, {MAX_EPISODE_STEPS}] (0 or None: never truncate; "
                          f"the step counter is int32), got {value!r}")
     return int(value)
@@ -214,7 +214,7 @@ def check_reset_bounds(low, high) -> tuple[float, float]:
     (2**60: beyond it one step's squared angular velocity overflows float32; NaN and inf are refused).
     """
     for key, value in (("low", low), ("high", high)):
-        if not _is_real(value) or not abs(float(value)) <= RESET_BOUND_LIMIT:
+        if not (_is_number(value) and -RESET_BOUND_LIMIT <= value <= RESET_BOUND_LIMIT):  # NaN fails too
             raise ValueError(f"options['{key}'] must be a finite number in [-2**60, 2**60], got {value!r}")
     if low > high:
         raise ValueError(f"options['low'] must be <= options['high'], got low={low!r}, high={high!r}")
@@ -229,11 +229,11 @@ def per_env_seeds(seed, num_envs: int, device: torch.device, noun: str = "env") 
     """
     if isinstance(seed, (list, tuple, np.ndarray, torch.Tensor)):
         values = seed.tolist() if hasattr(seed, "tolist") else list(seed)
-        if len(values) != num_envs or not all(_is_int(s) and 0 <= s <= MAX_SEED for s in values):
+        if len(values) != num_envs or not all(is_int(s) and 0 <= s <= MAX_SEED for s in values):
             raise ValueError(f"seed sequence must hold {num_envs} ints in [0, 2**63 - 1] (one per {noun}), "
                              f"got {seed!r}")
         return torch.tensor(values, dtype=torch.int64, device=device)
-    if _is_int(seed) and 0 <= seed <= MAX_SEED - (num_envs - 1):
+    if is_int(seed) and 0 <= seed <= MAX_SEED - (num_envs - 1):
         return int(seed) + torch.arange(num_envs, dtype=torch.int64, device=device)
     raise ValueError(f"seed must be an int in [0, 2**63 - {num_envs}] ({noun} i gets seed + i, an int64), "
                      f"a sequence of {num_envs} ints or None, got {seed!r}")
