@@ -6,13 +6,18 @@ TorchRL resets finished envs itself (``rollout``, collectors): the underlying en
 ``autoreset_mode=DISABLED`` and ``reset`` honours the ``"_reset"`` mask ([num_envs, 1] bool) as a
 partial reset of the masked envs only.
 
-- ``CartPoleTorchRLEnv``: ``"observation"`` [E, 4] float32, ``"action"`` [E] int64 in {0, 1},
-  ``"reward"`` [E, 1], ``"done"``/``"terminated"``/``"truncated"`` [E, 1] bool.
+Actions are encoded as TorchRL's ``GymEnv`` encodes discrete spaces, chosen by the same option
+``categorical_action_encoding`` (default False, as ``GymEnv``): one-hot (``OneHot`` /
+``MultiOneHot`` specs, int64), or indices with ``categorical_action_encoding=True``
+(``Categorical`` / ``MultiCategorical``).
+
+- ``CartPoleTorchRLEnv``: ``"observation"`` [E, 4] float32, ``"action"`` [E, 2] one-hot or [E]
+  index in {0, 1}, ``"reward"`` [E, 1], ``"done"``/``"terminated"``/``"truncated"`` [E, 1] bool.
 - ``TagTorchRLEnv``: the groups ``"tagger"`` and ``"runner"`` with the agent dimension after the
   batch dimension: ``(group, "observation")`` [E, n_group, obs_dim], ``(group, "active")``
-  [E, n_group] bool (the agent is in the game), ``(group, "action")`` [E, n_group, 2] int64
-  (acceleration index, turn index), ``(group, "reward")`` [E, n_group, 1]; the done flags are
-  shared by the game at the root, [E, 1].
+  [E, n_group] bool (the agent is in the game), ``(group, "action")`` [E, n_group, A+1 + R+1]
+  (two one-hot blocks) or [E, n_group, 2] (acceleration index, turn index),
+  ``(group, "reward")`` [E, n_group, 1]; the done flags are shared by the game at the root, [E, 1].
 
 ``set_seed(s)`` applies at the next reset: env ``i`` gets the seed ``s + i``.
 """
@@ -26,7 +31,7 @@ from gymnasium.vector import AutoresetMode
 
 try:
     from tensordict import TensorDict, TensorDictBase
-    from torchrl.data import Categorical, Composite, MultiCategorical, Unbounded
+    from torchrl.data import Categorical, Composite, MultiCategorical, MultiOneHot, OneHot, TensorSpec, Unbounded
     from torchrl.envs import EnvBase
 except ImportError as error:  # pragma: no cover - depends on the installation
     raise ImportError("gpu_envs.torchrl_envs needs torchrl: pip install 'gpu-envs[torchrl]'") from error
@@ -38,13 +43,29 @@ from gpu_envs.tag import TEAMS, TagEnv
 class _BatchedTorchRLEnv(EnvBase):
     """What the two envs share: the batched env underneath, seeding, the reset mask, done specs."""
 
-    def __init__(self, batched_env: CartPoleVectorEnv | TagEnv):
+    def __init__(self, batched_env: CartPoleVectorEnv | TagEnv, categorical_action_encoding: bool):
         self.batched_env = batched_env
+        self.categorical_action_encoding = categorical_action_encoding
         super().__init__(device=batched_env.device, batch_size=torch.Size([batched_env.num_envs]))
         self._next_seed: int | None = None
         done = Categorical(2, shape=(*self.batch_size, 1), dtype=torch.bool, device=self.device)
         self.full_done_spec = Composite(done=done, terminated=done.clone(), truncated=done.clone(),
                                         shape=self.batch_size, device=self.device)
+
+    def _action_leaf(self, nvec: list[int], shape: tuple[int, ...]) -> TensorSpec:
+        """The spec of one action entry of ``shape`` (batch and agent dims) with ``nvec`` choices per head."""
+        dev = self.device
+        if self.categorical_action_encoding:
+            if len(nvec) == 1:
+                return Categorical(nvec[0], shape=shape, dtype=torch.int64, device=dev)
+            return MultiCategorical(nvec=nvec, shape=(*shape, len(nvec)), dtype=torch.int64, device=dev)
+        if len(nvec) == 1:
+            return OneHot(nvec[0], shape=(*shape, nvec[0]), dtype=torch.int64, device=dev)
+        return MultiOneHot(nvec=nvec, shape=(*shape, sum(nvec)), dtype=torch.int64, device=dev)
+
+    def _action_indices(self, spec: TensorSpec, action: torch.Tensor) -> torch.Tensor:
+        """The action indices the batched env takes, from an action of ``spec``."""
+        return action if self.categorical_action_encoding else spec.to_categorical(action)
 
     def _set_seed(self, seed: int | None) -> None:
         self._next_seed = seed
@@ -80,16 +101,19 @@ class CartPoleTorchRLEnv(_BatchedTorchRLEnv):
     Args:
         num_envs: number of games.
         device: "cpu", "cuda", "cuda:N" or "auto".
+        categorical_action_encoding: actions as indices (True) or one-hot (False, ``GymEnv``'s default).
         **kwargs: ``CartPoleVectorEnv`` options (dtype, max_episode_steps, sutton_barto_reward,
             validate_actions); the autoreset mode is DISABLED (TorchRL resets).
     """
 
-    def __init__(self, num_envs: int = 1, device: str | torch.device = "cpu", **kwargs: Any):
-        super().__init__(CartPoleVectorEnv(num_envs, device, autoreset_mode=AutoresetMode.DISABLED, **kwargs))
+    def __init__(self, num_envs: int = 1, device: str | torch.device = "cpu", *,
+                 categorical_action_encoding: bool = False, **kwargs: Any):
+        super().__init__(CartPoleVectorEnv(num_envs, device, autoreset_mode=AutoresetMode.DISABLED, **kwargs),
+                         categorical_action_encoding)
         shape, dev = self.batch_size, self.device
         self.observation_spec = Composite(
             observation=Unbounded(shape=(*shape, 4), dtype=torch.float32, device=dev), shape=shape, device=dev)
-        self.action_spec = Categorical(2, shape=shape, dtype=torch.int64, device=dev)
+        self.action_spec = self._action_leaf([2], tuple(shape))
         self.reward_spec = Unbounded(shape=(*shape, 1), dtype=torch.float32, device=dev)
 
     def _reset(self, tensordict: TensorDictBase | None, **kwargs) -> TensorDictBase:
@@ -98,7 +122,8 @@ class CartPoleTorchRLEnv(_BatchedTorchRLEnv):
                           batch_size=self.batch_size, device=self.device)
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        obs, rewards, terminated, truncated, _ = self.batched_env.step(tensordict.get("action"))
+        actions = self._action_indices(self.action_spec, tensordict.get("action"))
+        obs, rewards, terminated, truncated, _ = self.batched_env.step(actions)
         return TensorDict({"observation": obs, "reward": rewards.unsqueeze(-1),
                            **self._done_entries(terminated, truncated)},
                           batch_size=self.batch_size, device=self.device)
@@ -111,13 +136,15 @@ class TagTorchRLEnv(_BatchedTorchRLEnv):
         num_envs: number of games E.
         device: "cpu", "cuda", "cuda:N" or "auto".
         validate_actions: check actions before each step (on CUDA one host synchronisation).
+        categorical_action_encoding: actions as index pairs (True) or two one-hot blocks (False,
+            ``GymEnv``'s default).
         **params: the SPEC-tag.md parameters (see ``gpu_envs.tag.TagParams``).
     """
 
     def __init__(self, num_envs: int = 1, device: str | torch.device = "cpu", *,
-                 validate_actions: bool = True, **params: Any):
+                 validate_actions: bool = True, categorical_action_encoding: bool = False, **params: Any):
         super().__init__(TagEnv(num_envs, device, autoreset_mode=AutoresetMode.DISABLED,
-                                validate_actions=validate_actions, **params))
+                                validate_actions=validate_actions, **params), categorical_action_encoding)
         tag, dev = self.batched_env, self.device
         self.group_map = {team: tag.agent_names[tag.team_slices[team]] for team in TEAMS}
         observation, action, reward = {}, {}, {}
@@ -126,9 +153,7 @@ class TagTorchRLEnv(_BatchedTorchRLEnv):
             observation[team] = Composite(
                 observation=Unbounded(shape=(*shape, tag.obs_dim), dtype=torch.float32, device=dev),
                 active=Categorical(2, shape=shape, dtype=torch.bool, device=dev), shape=shape, device=dev)
-            action[team] = Composite(
-                action=MultiCategorical(nvec=list(tag.action_nvec), shape=(*shape, 2), dtype=torch.int64,
-                                        device=dev), shape=shape, device=dev)
+            action[team] = Composite(action=self._action_leaf(list(tag.action_nvec), shape), shape=shape, device=dev)
             reward[team] = Composite(
                 reward=Unbounded(shape=(*shape, 1), dtype=torch.float32, device=dev), shape=shape, device=dev)
         self.observation_spec = Composite(observation, shape=self.batch_size, device=dev)
@@ -147,7 +172,8 @@ class TagTorchRLEnv(_BatchedTorchRLEnv):
                            **self.full_done_spec.zero()}, batch_size=self.batch_size, device=self.device)
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        actions = torch.cat([tensordict.get((team, "action")) for team in TEAMS], dim=1)
+        actions = torch.cat([self._action_indices(self.action_spec[team, "action"], tensordict.get((team, "action")))
+                             for team in TEAMS], dim=1)
         obs, rewards, terminated, truncated, info = self.batched_env.step(actions)
         groups = self._groups({"observation": obs, "active": info["active"], "reward": rewards.unsqueeze(-1)})
         return TensorDict({**groups, **self._done_entries(terminated, truncated)},

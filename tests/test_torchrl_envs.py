@@ -16,6 +16,7 @@ from gpu_envs.tag import TagEnv  # noqa: E402
 from gpu_envs.torchrl_envs import CartPoleTorchRLEnv, TagTorchRLEnv  # noqa: E402
 
 TAG_PARAMS = dict(num_taggers=2, num_runners=3, episode_length=6, tagging_distance=0.2)
+INDEX = dict(categorical_action_encoding=True)  # actions as indices (the default is one-hot, as GymEnv)
 
 
 def _collect(env, actions_per_step, seed: int) -> list[tuple[TensorDict, TensorDict]]:
@@ -33,7 +34,7 @@ def _collect(env, actions_per_step, seed: int) -> list[tuple[TensorDict, TensorD
 
 # ------------------------------------------------------------------------------------- CartPole
 def test_cartpole_passes_check_env_specs():
-    env = CartPoleTorchRLEnv(4, max_episode_steps=12)
+    env = CartPoleTorchRLEnv(4, max_episode_steps=12, **INDEX)
     check_env_specs(env, seed=0, break_when_any_done="both")
     assert env.batch_size == torch.Size([4]) and env.device == torch.device("cpu")
 
@@ -42,7 +43,7 @@ def test_cartpole_transitions_and_partial_resets_match_same_step_vector_env():
     n, horizon, steps, seed = 5, 25, 120, 3
     rng = np.random.default_rng(1)
     actions = [torch.from_numpy(rng.integers(0, 2, n)) for _ in range(steps)]
-    pairs = _collect(CartPoleTorchRLEnv(n, max_episode_steps=horizon),
+    pairs = _collect(CartPoleTorchRLEnv(n, max_episode_steps=horizon, **INDEX),
                      [TensorDict({"action": a}, batch_size=[n]) for a in actions], seed)
 
     reference = CartPoleVectorEnv(n, autoreset_mode=AutoresetMode.SAME_STEP, max_episode_steps=horizon)
@@ -64,7 +65,7 @@ def test_cartpole_transitions_and_partial_resets_match_same_step_vector_env():
 
 
 def test_cartpole_reset_mask_resets_only_the_masked_envs():
-    env = CartPoleTorchRLEnv(3)
+    env = CartPoleTorchRLEnv(3, **INDEX)
     td = env.reset()
     for _ in range(4):
         td = env.rand_step(td)["next"].exclude("reward")
@@ -78,7 +79,7 @@ def test_cartpole_reset_mask_resets_only_the_masked_envs():
 
 
 def test_cartpole_device_is_fixed_and_bad_actions_raise():
-    env = CartPoleTorchRLEnv(2)
+    env = CartPoleTorchRLEnv(2, **INDEX)
     assert env.to("cpu") is env
     with pytest.raises(ValueError, match="lives on cpu"):
         env.to("cuda")
@@ -90,7 +91,7 @@ def test_cartpole_device_is_fixed_and_bad_actions_raise():
 
 # ------------------------------------------------------------------------------------- Tag
 def test_tag_passes_check_env_specs_with_groups_after_the_batch_dimension():
-    env = TagTorchRLEnv(3, **TAG_PARAMS)
+    env = TagTorchRLEnv(3, **TAG_PARAMS, **INDEX)
     check_env_specs(env, seed=0, break_when_any_done="both")
     obs_dim = env.batched_env.obs_dim
     assert env.group_map == {"tagger": ["tagger_0", "tagger_1"], "runner": ["runner_0", "runner_1", "runner_2"]}
@@ -102,7 +103,7 @@ def test_tag_passes_check_env_specs_with_groups_after_the_batch_dimension():
 
 def test_tag_transitions_and_partial_resets_match_same_step_tag_env():
     games, steps, seed = 3, 20, 5
-    env = TagTorchRLEnv(games, **TAG_PARAMS)
+    env = TagTorchRLEnv(games, **TAG_PARAMS, **INDEX)
     nvec = torch.tensor(env.batched_env.action_nvec)
     gen = torch.Generator().manual_seed(0)
     actions = [(torch.rand(games, 5, 2, generator=gen) * nvec).long() for _ in range(steps)]
@@ -142,3 +143,45 @@ def test_tag_transitions_and_partial_resets_match_same_step_tag_env():
             assert torch.equal(root[group, "active"], info["active"][:, agents])
         partial_resets += int(0 < terminated.sum() < games)
     assert partial_resets >= 2
+
+
+# ------------------------------------------------------------------------------------- action encodings
+def test_default_encoding_is_one_hot_like_gymenv():
+    from torchrl.data import MultiOneHot, OneHot
+    from torchrl.envs import GymEnv
+
+    assert isinstance(GymEnv("CartPole-v1").action_spec, OneHot)  # the convention we follow
+    cartpole, tag = CartPoleTorchRLEnv(4), TagTorchRLEnv(3, **TAG_PARAMS)
+    assert isinstance(cartpole.action_spec, OneHot) and cartpole.action_spec.shape == (4, 2)
+    spec = tag.action_spec["tagger", "action"]
+    assert isinstance(spec, MultiOneHot) and spec.shape == (3, 2, sum(tag.batched_env.action_nvec))
+
+
+@pytest.mark.parametrize("make", [lambda: CartPoleTorchRLEnv(4, max_episode_steps=12),
+                                  lambda: TagTorchRLEnv(3, **TAG_PARAMS)], ids=["cartpole", "tag"])
+def test_one_hot_envs_pass_check_env_specs_and_roll_out(make):
+    env = make()
+    check_env_specs(env, seed=0, break_when_any_done="both")
+    rollout = env.rollout(20, break_when_any_done=False)
+    assert rollout.batch_size == (env.batch_size[0], 20)
+    assert env.full_action_spec.is_in(rollout[:, -1].select(*env.action_keys))
+
+
+def test_one_hot_and_index_actions_give_the_same_transitions():
+    games, steps = 3, 12
+    one_hot, index = TagTorchRLEnv(games, **TAG_PARAMS), TagTorchRLEnv(games, **TAG_PARAMS, **INDEX)
+    roots = []
+    for env in (one_hot, index):
+        env.set_seed(7)
+        roots.append(env.reset())
+    for _ in range(steps):
+        one_hot_actions = one_hot.full_action_spec.rand()
+        roots[0].update(one_hot_actions)
+        for team in ("tagger", "runner"):
+            spec = one_hot.action_spec[team, "action"]
+            roots[1][team, "action"] = spec.to_categorical(one_hot_actions[team, "action"])
+        transitions = []
+        for i, env in enumerate((one_hot, index)):
+            transition, roots[i] = env.step_and_maybe_reset(roots[i])
+            transitions.append(transition["next"])
+        assert (transitions[0] == transitions[1]).all()
