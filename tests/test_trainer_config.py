@@ -75,6 +75,11 @@ def test_overrides_set_nested_fields():
     ("policy.runner.to_train=maybe", "policy.runner.to_train"),
     ("evaluation.score_policy=nobody", "evaluation.score_policy"),
     ("trainer.devices=zero", "trainer.devices"),
+    ("policy.runner.lr=.inf", "policy.runner.lr"),
+    ("policy.runner.lr=.nan", "policy.runner.lr"),
+    ("policy.runner.lr=nan", "policy.runner.lr"),
+    ("policy.runner.lr=fast", "policy.runner.lr"),
+    ("evaluation.stop_value=-.inf", "evaluation.stop_value"),
 ])
 def test_bad_values_are_rejected_naming_the_field(override, field):
     with pytest.raises(ConfigError, match=f"^{field.replace('.', '[.]')}"):
@@ -130,3 +135,24 @@ def test_resume_flag_before_the_preset():
     args, extra = _args(["cartpole", "--resume", "some/dir/ckpt/iteration_3.pth.tar"])
     cli_args.build_config(args, extra)
     assert args.resume == "some/dir/ckpt/iteration_3.pth.tar"
+
+
+def test_numbers_written_without_a_dot_are_floats(tmp_path):
+    # YAML 1.1 (PyYAML) reads 1e-3 as the string "1e-3": float fields accept it, from overrides and files.
+    config = RunConfig.from_dict(apply_overrides(preset("tag"), ["policy.runner.lr=1e-3", "policy.tagger.gamma=1"]))
+    assert config.policy["runner"].lr == 0.001 and isinstance(config.policy["runner"].lr, float)
+    assert config.policy["tagger"].gamma == 1.0 and isinstance(config.policy["tagger"].gamma, float)
+    path = tmp_path / "run.yaml"
+    path.write_text("name: cartpole\npolicy:\n  agent:\n    lr: 1e-3\n    adam_eps: 1E-8\n")
+    args, extra = _args(["--config", str(path)])
+    agent = cli_args.build_config(args, extra).policy["agent"]
+    assert (agent.lr, agent.adam_eps) == (0.001, 1e-8)
+
+
+@pytest.mark.parametrize("text, shown", [("lr: fast", "the string 'fast'"), ("lr: .inf", "inf"), ("lr: .nan", "nan")])
+def test_bad_numbers_in_a_file_name_the_key(tmp_path, text, shown):
+    path = tmp_path / "run.yaml"
+    path.write_text(f"name: cartpole\npolicy:\n  agent:\n    {text}\n")
+    args, extra = _args(["--config", str(path)])
+    with pytest.raises(ConfigError, match=f"^policy[.]agent[.]lr: must be a (finite )?number, got {shown}"):
+        cli_args.build_config(args, extra)
