@@ -8,8 +8,24 @@ import torch
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
+def simulated_cuda() -> bool:
+    """True under ``NUMBA_ENABLE_CUDASIM=1`` on a host where torch has no CUDA: ``device="cuda"``
+    then runs the CUDA kernels in numba's simulator, on CPU tensors (see :func:`kernel_target`)."""
+    from numba import config
+
+    return bool(config.ENABLE_CUDASIM) and not torch.cuda.is_available()
+
+
+def kernel_target(device: str | torch.device) -> str:
+    """Which kernels serve a requested device: "cuda" (a GPU, or the simulator) or "cpu"."""
+    if isinstance(device, str) and device == "auto":
+        return "cuda" if cuda_available() or simulated_cuda() else "cpu"
+    return "cuda" if torch.device(device).type == "cuda" else "cpu"
+
+
 def resolve_device(device: str | torch.device) -> torch.device:
-    """Turn "cpu", "cuda", "cuda:N" or "auto" into a torch device, with a clear error if unusable."""
+    """Turn "cpu", "cuda", "cuda:N" or "auto" into the torch device the tensors live on, with a
+    clear error if unusable. With a simulated CUDA device (:func:`simulated_cuda`) that is the CPU."""
     if isinstance(device, str) and device == "auto":
         return torch.device("cuda") if cuda_available() else torch.device("cpu")
     try:
@@ -20,6 +36,8 @@ def resolve_device(device: str | torch.device) -> torch.device:
         return resolved
     if resolved.type != "cuda":
         raise ValueError(f"unsupported device {device!r}: gpu-envs runs on 'cpu' or 'cuda' devices")
+    if simulated_cuda():
+        return torch.device("cpu")
     if not cuda_available():
         raise RuntimeError(
             f"device {device!r} requested but no CUDA GPU is usable here (torch.cuda.is_available() "
@@ -70,12 +88,20 @@ def as_uint64_view(tensor: torch.Tensor):
 
 
 def launch_stream(device: torch.device):
-    """The numba stream matching torch's current stream on ``device`` (0 on the CPU)."""
-    if device.type == "cpu":
-        return 0
+    """The numba stream matching torch's current stream on ``device`` (the simulator's default
+    stream for a simulated device), made once per torch stream."""
     from numba import cuda
 
-    return cuda.external_stream(torch.cuda.current_stream(device).cuda_stream)
+    if device.type == "cpu":
+        return cuda.default_stream()
+    handle = torch.cuda.current_stream(device).cuda_stream
+    stream = _EXTERNAL_STREAMS.get(handle)
+    if stream is None:
+        stream = _EXTERNAL_STREAMS[handle] = cuda.external_stream(handle)
+    return stream
+
+
+_EXTERNAL_STREAMS: dict[int, object] = {}
 
 
 def torch_to_numpy_dtype(dtype: torch.dtype) -> np.dtype:

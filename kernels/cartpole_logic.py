@@ -11,8 +11,8 @@ threads then read neighbouring addresses, and the CPU driver's physics pass vect
 
 One step of env ``i`` is: ``pole_cos_sin`` of its angle, ``physics`` (a pure function of the
 state), ``record_step`` (counter, reward, flags; no branch on the env's data), ``write_obs`` and
-``complete_autoreset`` (the resets, rare). The CUDA kernel runs them in one thread (``step_env``);
-the CPU driver runs each as a pass over a block of envs.
+``complete_autoreset`` (the resets, rare): :func:`step_envs` runs them as passes over a block of
+envs, for both drivers (the CPU's blocks hold many envs, a CUDA thread's block one).
 """
 
 import math
@@ -89,18 +89,6 @@ def physics(x, x_dot, theta, theta_dot, action, costheta, sintheta, consts):
 
 
 @kernel_function
-def advance_env(i, state, action, costheta, sintheta, consts):
-    """Apply ``physics`` to env ``i``'s state in place; returns True when the new state is terminal."""
-    x, x_dot, theta, theta_dot, is_terminal = physics(state[0, i], state[1, i], state[2, i], state[3, i],
-                                                      action, costheta, sintheta, consts)
-    state[0, i] = x
-    state[1, i] = x_dot
-    state[2, i] = theta
-    state[3, i] = theta_dot
-    return is_terminal
-
-
-@kernel_function
 def write_obs(i, state, obs):
     """Env ``i``'s observation: its state in float32."""
     for k in range(4):
@@ -157,18 +145,53 @@ def complete_autoreset(
 
 
 @kernel_function
-def step_env(
-    i, state, elapsed, needs_reset, episode, env_seed, actions, consts, reset_bounds,
-    max_episode_steps, sutton_barto_reward, autoreset_mode,
-    obs, rewards, terminated, truncated, final_obs, has_final_obs,
-):
-    """Advance env ``i`` by one step under ``autoreset_mode`` and write its outputs (one GPU thread)."""
-    is_terminal = False
-    if not (autoreset_mode == NEXT_STEP and needs_reset[i]):
-        costheta, sintheta = pole_cos_sin(state[2, i])
-        is_terminal = advance_env(i, state, actions[i], costheta, sintheta, consts)
-    record_step(i, is_terminal, elapsed, needs_reset, max_episode_steps, sutton_barto_reward, autoreset_mode,
-                rewards, terminated, truncated, has_final_obs)
-    write_obs(i, state, obs)
-    complete_autoreset(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds, autoreset_mode,
-                       obs, terminated, truncated, final_obs, has_final_obs)
+def step_envs(start, stop, trig, state, elapsed, needs_reset, episode, env_seed,
+              obs, rewards, terminated, truncated, final_obs, has_final_obs,
+              actions, consts, reset_bounds, max_episode_steps, sutton_barto_reward, autoreset_mode):
+    """Advance envs ``start..stop-1`` by one step under ``autoreset_mode`` and write their outputs.
+
+    Five passes over the block (a CUDA thread's block is its one env): the cos/sin of every pole
+    angle into the ``trig`` scratch (libm calls), the physics (branch-free arithmetic on the
+    component-major state), :func:`record_step`, :func:`write_obs`, then the rare
+    :func:`complete_autoreset`. Split this way, the physics and bookkeeping loops have no branch on
+    the envs' data and a CPU vectorises them; the results are the same bits as one env at a time.
+    """
+    for i in range(start, stop):
+        trig[0, i], trig[1, i] = pole_cos_sin(state[2, i])
+    # The constants as values, so that they stay in registers across the vectorised loop.
+    values = (consts[0], consts[1], consts[2], consts[3], consts[4], consts[5], consts[6], consts[7],
+              consts[8], consts[9])
+    # One 1-D view per component over the block, indexed from 0: the compiler then proves the
+    # indices non-negative and the views disjoint, and vectorises the loop.
+    x, x_dot = state[0, start:stop], state[1, start:stop]
+    theta, theta_dot = state[2, start:stop], state[3, start:stop]
+    costheta, sintheta = trig[0, start:stop], trig[1, start:stop]
+    block_actions, is_terminal = actions[start:stop], terminated[start:stop]
+    for j in range(stop - start):
+        # Envs about to be reset (NEXT_STEP) are advanced too: branch-free, and the reset overwrites them.
+        x[j], x_dot[j], theta[j], theta_dot[j], is_terminal[j] = physics(
+            x[j], x_dot[j], theta[j], theta_dot[j], block_actions[j], costheta[j], sintheta[j], values)
+    block_elapsed, block_needs_reset = elapsed[start:stop], needs_reset[start:stop]
+    block_rewards, block_truncated = rewards[start:stop], truncated[start:stop]
+    block_has_final_obs = has_final_obs[start:stop]
+    for j in range(stop - start):
+        record_step(j, is_terminal[j], block_elapsed, block_needs_reset, max_episode_steps,
+                    sutton_barto_reward, autoreset_mode, block_rewards, is_terminal, block_truncated,
+                    block_has_final_obs)
+    block_state, block_obs = state[:, start:stop], obs[start:stop]
+    for j in range(stop - start):
+        write_obs(j, block_state, block_obs)
+    for i in range(start, stop):
+        complete_autoreset(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds, autoreset_mode,
+                           obs, terminated, truncated, final_obs, has_final_obs)
+
+
+@kernel_function
+def reset_envs(start, stop, mask, trig, state, elapsed, needs_reset, episode, env_seed,
+               obs, rewards, terminated, truncated, final_obs, has_final_obs,
+               actions, consts, reset_bounds, max_episode_steps, sutton_barto_reward, autoreset_mode):
+    """Start the next episode of the envs ``i`` in ``start..stop-1`` where ``mask[i]``."""
+    for i in range(start, stop):
+        if mask[i]:
+            reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
+            write_obs(i, state, obs)

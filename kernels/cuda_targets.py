@@ -1,32 +1,86 @@
-"""CUDA overloads of the per-target primitives of ``targets``; imported by every CUDA kernel module."""
+"""CUDA overloads of the per-target primitives of ``targets``.
+
+:func:`register` installs them, and compiles every ``targets.kernel_function`` for CUDA as a device
+function; the CUDA driver factories call it before building a kernel. Nothing happens at import.
+"""
 
 import math
 
-from numba import cuda
+from numba import cuda, types
 from numba.cuda.extending import overload
 
 from gpu_envs.kernels import targets
-from gpu_envs.kernels.targets import atomic_add, cast_like, cast_like_typing, fmod64
+
+#: Bytes of dynamic shared memory each :func:`targets.env_rows` slot takes per agent.
+SHARED_BYTES_PER_AGENT_SLOT = 4
+
+_registered: set = set()
 
 
-def register_kernel_function(fn) -> None:
-    """Make a :func:`targets.kernel_function` callable from CUDA kernels (a device function)."""
-    overload(fn, target="cuda", strict=False)(lambda *args, **kwargs: fn)
+def register() -> None:
+    """Install the CUDA overloads of the primitives and of every kernel function declared so far."""
+    if not _registered:
+        for primitive, implementation, inline in _PRIMITIVES:
+            overload(primitive, target="cuda", inline=inline)(implementation)
+    for fn in targets.KERNEL_FUNCTIONS:
+        if fn not in _registered:
+            overload(fn, target="cuda", strict=False)(lambda *args, _fn=fn, **kwargs: _fn)
+            _registered.add(fn)
+    _registered.add(register)
 
 
-def _fmod64_cuda(value, modulus):
+def _fmod64(value, modulus):
     return lambda value, modulus: math.fmod(value, modulus)
 
 
-def _atomic_add_cuda(array, index, value):
-    def impl(array, index, value):
-        return cuda.atomic.add(array, index, value)
+def _atomic_add(array, index, value):
+    return lambda array, index, value: cuda.atomic.add(array, index, value)
+
+
+def _agent_start():
+    return lambda: cuda.threadIdx.x
+
+
+def _agent_stride():
+    return lambda: cuda.blockDim.x
+
+
+def _barrier():
+    return lambda: cuda.syncthreads()
+
+
+def _env_rows(e, array, slot):
+    dtype = array.dtype
+    # Each slot holds 4 bytes per agent: one element of a 4-byte dtype, the first of four of a bool.
+    elements_per_agent = SHARED_BYTES_PER_AGENT_SLOT // (1 if isinstance(dtype, types.Boolean) else 4)
+
+    def impl(e, array, slot):
+        n = array.shape[1]
+        shared = cuda.shared.array(0, dtype=dtype)
+        offset = slot * n * elements_per_agent
+        rows = shared[offset:offset + n]
+        for a in range(cuda.threadIdx.x, n, cuda.blockDim.x):
+            rows[a] = array[e, a]
+        return rows
 
     return impl
 
 
-overload(cast_like, target="cuda", inline="always")(cast_like_typing)
-overload(atomic_add, target="cuda", inline="always")(_atomic_add_cuda)
-overload(fmod64, target="cuda", inline="always")(_fmod64_cuda)
-for _fn in targets.KERNEL_FUNCTIONS:
-    register_kernel_function(_fn)
+def _store_env_rows(e, array, rows):
+    def impl(e, array, rows):
+        for a in range(cuda.threadIdx.x, rows.shape[0], cuda.blockDim.x):
+            array[e, a] = rows[a]
+
+    return impl
+
+
+_PRIMITIVES = (
+    (targets.cast_like, targets.cast_like_typing, "always"),
+    (targets.atomic_add, _atomic_add, "always"),
+    (targets.fmod64, _fmod64, "always"),
+    (targets.agent_start, _agent_start, "always"),
+    (targets.agent_stride, _agent_stride, "always"),
+    (targets.barrier, _barrier, "always"),
+    (targets.env_rows, _env_rows, "always"),
+    (targets.store_env_rows, _store_env_rows, "always"),
+)

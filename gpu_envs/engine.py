@@ -1,0 +1,350 @@
+"""The engine under every gpu-envs env: a batch of games whose step is a Numba kernel.
+
+A game subclasses :class:`KernelEnv` and declares only what is its own:
+
+- ``game``: a name (it keys the compiled kernels in numba's disk cache);
+- ``logic``: its step logic, a module (or any object) with two
+  :func:`~gpu_envs.kernels.targets.kernel_function`\\ s ``step_envs(start, stop, *args)`` and
+  ``reset_envs(start, stop, mask, *args)`` (see ``docs/write-an-env.md``);
+- :meth:`buffer_layout`: every per-env array the kernels keep (state, outputs, scratch), by name,
+  with its shape and NumPy dtype; ``args`` starts with them in this order;
+- :meth:`constants`: NumPy arrays the kernels read (copied to the device once, and again by
+  :meth:`update_constants`), then :meth:`settings`: scalars; ``args`` ends with the actions, the
+  constants and the settings;
+- its spaces (``single_observation_space``, ``single_action_space``) and optionally ``render_frames``.
+
+The engine owns the rest, once for every game: device and dtype resolution, the CPU or CUDA driver,
+per-env seeding and episode counters (the ``env_seed`` and ``episode`` buffers, uint64 views of
+int64 tensors), reset masks, the three autoreset modes (the ``autoreset_mode`` setting the logic
+reads), validation of actions, fresh output tensors per step, launches on torch's current stream,
+``close()``, pickling and ``copy.deepcopy`` (a copy steps on exactly like the original).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode
+
+from gpu_envs import devices
+from gpu_envs.validation import (AUTORESET_CODES, as_action_tensor, as_box_action_tensor, as_reset_mask, as_tensor,
+                                 check_action_layout, check_all_reset, check_positive_int,
+                                 parse_autoreset_mode, per_env_seeds)
+
+#: Buffers every game has: the engine seeds and counts episodes with them.
+ENGINE_BUFFERS = ("needs_reset", "episode", "env_seed")
+#: NumPy dtypes the kernels see, and the torch dtype that stores each (uint64 in int64 storage).
+_TORCH_STORAGE = {
+    np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
+    np.dtype(np.bool_): torch.bool, np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64,
+    np.dtype(np.uint64): torch.int64,
+}
+
+
+class Buffers(dict):
+    """The env's tensors by name, also readable as attributes (``buffers.obs``)."""
+
+    def __getattr__(self, name: str) -> torch.Tensor:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class KernelEnv:
+    """Base class of the batched envs: ``num_envs`` games stepped by one kernel launch on ``device``.
+
+    Args:
+        num_envs: number of games.
+        device: "cpu", "cuda", "cuda:N" or "auto" (CUDA when usable, else CPU).
+        autoreset_mode: ``AutoresetMode`` NEXT_STEP (default), SAME_STEP or DISABLED, or its name.
+        render_mode: None or one of ``metadata["render_modes"]``.
+        validate_actions: check the actions' values before each step (their shape and dtype are
+            always checked). On CUDA the value check costs one host synchronisation per step.
+    """
+
+    game: ClassVar[str]
+    logic: ClassVar[Any]
+    #: Outputs a step returns, in this order: (obs, rewards, terminated, truncated).
+    step_outputs: ClassVar[tuple[str, ...]] = ("obs", "rewards", "terminated", "truncated")
+    #: SAME_STEP outputs: the ``info`` key of each buffer (``_final_obs`` flags the ended envs).
+    final_outputs: ClassVar[dict[str, str]] = {"final_obs": "final_obs", "_final_obs": "has_final_obs"}
+    #: Which worker shape the CUDA kernel has: "thread" (one per env) or "block" (one per env, a
+    #: thread per agent, ``cuda_shared_slots`` rows of agents in shared memory).
+    cuda_shape: ClassVar[str] = "thread"
+    cuda_shared_slots: ClassVar[int] = 0
+    #: CPU loops: envs per call of ``step_envs``, and the batch size from which threads are used.
+    cpu_block_size: ClassVar[int] = 512
+    cpu_parallel_min_envs: ClassVar[int] = 4096
+    metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "autoreset_mode": AutoresetMode.NEXT_STEP}
+
+    single_observation_space: gym.Space
+    single_action_space: gym.Space
+
+    def __init__(self, num_envs: int = 1, device: str | torch.device = "cpu", *,
+                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+                 render_mode: str | None = None, validate_actions: bool = True):
+        self.num_envs = check_positive_int(num_envs, "num_envs")
+        self.device = devices.resolve_device(device)
+        self.kernel_target = devices.kernel_target(device)
+        self._on_cpu = self.device.type == "cpu"
+        self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, "
+                             f"got {render_mode!r}")
+        self.render_mode = render_mode
+        self.validate_actions = bool(validate_actions)
+        self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
+        self._closed = False
+
+    # ----------------------------------------------------------------------------- the game's part
+    def buffer_layout(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """Every array the kernels keep, ``name -> (shape, NumPy dtype)``, in ``args`` order.
+
+        Must hold ``needs_reset`` [E] bool, ``episode`` and ``env_seed`` [E] uint64, the
+        :attr:`step_outputs` and the :attr:`final_outputs` buffers.
+        """
+        raise NotImplementedError
+
+    def constants(self) -> tuple[np.ndarray, ...]:
+        """Arrays the kernels read (game constants, reset bounds), after the actions in ``args``."""
+        return ()
+
+    def settings(self) -> tuple:
+        """Scalars the kernels read, last in ``args``; must include ``self.autoreset_code``."""
+        return (self.autoreset_code,)
+
+    def action_layout(self) -> tuple[tuple[int, ...], torch.dtype]:
+        """Shape and dtype of the actions of one step (by default from the single action space)."""
+        space = self.single_action_space
+        if isinstance(space, gym.spaces.Discrete):
+            return (self.num_envs,), torch.int64
+        if isinstance(space, gym.spaces.MultiDiscrete):
+            return (self.num_envs, *space.shape), torch.int64
+        if isinstance(space, gym.spaces.Box):
+            return (self.num_envs, *space.shape), torch.float32
+        raise NotImplementedError(f"no default action layout for {space}")
+
+    def render_frames(self) -> tuple[np.ndarray, ...]:
+        """One RGB frame (H, W, 3 uint8) per env."""
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------------------- set-up
+    def _build(self) -> None:
+        """Allocate the buffers and load the driver; a game's ``__init__`` calls it last."""
+        layout = self.buffer_layout()
+        missing = [name for name in (*ENGINE_BUFFERS, *self.step_outputs, *self.final_outputs.values())
+                   if name not in layout]
+        if missing:
+            raise TypeError(f"{type(self).__name__}.buffer_layout() lacks the buffers {missing}")
+        self._layout = layout
+        self._tensors = Buffers({name: torch.zeros(shape, dtype=_TORCH_STORAGE[np.dtype(dtype)], device=self.device)
+                                 for name, (shape, dtype) in layout.items()})
+        self._buffer_views = tuple(self._kernel_view(name) for name in layout)
+        self._action_shape, self._action_dtype = self.action_layout()
+        self._actions = torch.zeros(self._action_shape, dtype=self._action_dtype, device=self.device)
+        self._actions_view = devices.kernel_view(self._actions)
+        self._driver = self._load_driver()
+        self.update_constants()
+        self._entropy_seed = int(np.random.SeedSequence().entropy % (2**62))
+        self._seeded = False
+        self._is_reset = False
+
+    def _kernel_view(self, name: str):
+        view = devices.kernel_view(self._tensors[name])
+        return view.view(np.uint64) if np.dtype(self._layout[name][1]) == np.uint64 else view
+
+    def _load_driver(self):
+        logic = type(self).logic
+        if self.kernel_target == "cpu":
+            from gpu_envs.kernels import cpu
+
+            return cpu.make_driver(self.game, logic.step_envs, logic.reset_envs,
+                                   self.cpu_block_size, self.cpu_parallel_min_envs)
+        from gpu_envs.kernels import cuda
+
+        driver = cuda.make_driver(self.game, logic.step_envs, logic.reset_envs, self.cuda_shape,
+                                  self.cuda_shared_slots)
+        if self.cuda_shape == "block" and self.num_agents > driver.max_agents():
+            raise ValueError(f"{type(self).__name__} on CUDA keeps an env's agents in shared memory: at most "
+                             f"{driver.max_agents()} agents, got {self.num_agents}; use device='cpu'")
+        return driver
+
+    def update_constants(self) -> None:
+        """Send :meth:`constants` and :meth:`settings` to the kernels (after changing them)."""
+        constants = self.constants()
+        if self.kernel_target == "cuda":
+            from numba import cuda
+
+            stream = devices.launch_stream(self.device)
+            constants = tuple(cuda.to_device(array, stream=stream) for array in constants)
+        self._kernel_args = (*self._buffer_views, self._actions_view, *constants, *self.settings())
+        self._launch = {} if self.kernel_target == "cpu" else {"num_agents": getattr(self, "num_agents", 1)}
+
+    @property
+    def autoreset_code(self) -> int:
+        """The kernels' integer code of :attr:`autoreset_mode`."""
+        return AUTORESET_CODES[self.autoreset_mode]
+
+    # ----------------------------------------------------------------------------- API
+    def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
+        """Reset all envs, or those in ``options["reset_mask"]`` ([num_envs] bool).
+
+        ``seed=s`` seeds env ``i`` with ``s + i`` (a sequence gives one seed per env); env ``i``'s
+        start states then depend only on its own seed and episode count. Other options are the
+        game's (:meth:`apply_reset_options`). Returns ``(obs, info)``.
+        """
+        self._check_open()
+        options = dict(options or {})
+        mask_option = options.pop("reset_mask", None) if "reset_mask" in options else True
+        self.apply_reset_options(options)
+        if mask_option is True:
+            mask = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+        else:
+            mask = as_reset_mask(mask_option, self.num_envs, self.device)
+        if seed is None and not self._seeded:
+            seed = self.default_seed()
+        if seed is not None:
+            self.seed_envs(mask, seed)
+        self._driver.reset(self.num_envs, devices.kernel_view(mask), self._kernel_args,
+                           **self._launch, **self._stream())
+        self._tensors.has_final_obs.masked_fill_(mask, False)
+        self._is_reset = True
+        return devices.fresh_copy(self._tensors.obs), self.reset_info()
+
+    def apply_reset_options(self, options: dict[str, Any]) -> None:
+        """Apply the game's reset options (all but ``reset_mask``); none by default."""
+        if options:
+            raise ValueError(f"unknown reset option(s) {sorted(options)}: allowed reset_mask")
+
+    def default_seed(self) -> int:
+        """The seed of the first reset without one: fresh entropy, drawn at construction."""
+        return self._entropy_seed
+
+    def seed_envs(self, mask: torch.Tensor, seed) -> torch.Tensor:
+        """Seed the masked envs (env ``i`` gets ``seed + i``) and restart their episode counts."""
+        seeds = per_env_seeds(seed, self.num_envs, self.device, self.env_noun)
+        self._tensors.env_seed.copy_(torch.where(mask, seeds, self._tensors.env_seed))
+        self._tensors.episode.masked_fill_(mask, 0)
+        self._seeded = True
+        return seeds
+
+    env_noun: ClassVar[str] = "env"
+
+    def reset_info(self) -> dict[str, Any]:
+        """The ``info`` of :meth:`reset`."""
+        return {}
+
+    def step(self, actions):
+        """Advance every env by one step; returns ``(obs, rewards, terminated, truncated, info)``."""
+        self._check_open()
+        if not self._is_reset:
+            raise RuntimeError("call reset() before step()")
+        if self.autoreset_mode == AutoresetMode.DISABLED and self.validate_actions:
+            check_all_reset(self._tensors.needs_reset, self.env_noun)
+        self._driver.step(self.num_envs, self._kernel_args_with(self.check_actions(actions)),
+                          **self._launch, **self._stream())
+        self.after_step()
+        t = self._tensors
+        obs, rewards, terminated, truncated = (devices.fresh_copy(t[name]) for name in self.step_outputs)
+        info = self.step_info()
+        if self.autoreset_mode == AutoresetMode.SAME_STEP:
+            info.update({key: devices.fresh_copy(t[name]) for key, name in self.final_outputs.items()})
+        return obs, rewards, terminated, truncated, info
+
+    def check_actions(self, actions) -> torch.Tensor:
+        """The actions as the kernel reads them; shape and dtype always checked, values when
+        ``validate_actions`` (a clear error names the first bad entry)."""
+        space, shape = self.single_action_space, self._action_shape
+        if isinstance(space, gym.spaces.Box):
+            if self.validate_actions:
+                return as_box_action_tensor(actions, shape, self.device, space.low, space.high)
+            return _float_action_layout(actions, shape, self.device)
+        if not self.validate_actions:
+            return check_action_layout(actions, shape, self.device)
+        upper = (space.n - 1) if isinstance(space, gym.spaces.Discrete) else [int(v) - 1 for v in space.nvec]
+        return as_action_tensor(actions, shape, self.device, upper)
+
+    def _kernel_args_with(self, actions: torch.Tensor) -> tuple:
+        if self._on_cpu:  # the kernel reads the caller's actions in place
+            args = list(self._kernel_args)
+            args[len(self._buffer_views)] = actions.contiguous().numpy()
+            return tuple(args)
+        self._actions.copy_(actions)
+        return self._kernel_args
+
+    def after_step(self) -> None:
+        """Hook run after each step's kernel (e.g. to report an error flag the kernel set)."""
+
+    def step_info(self) -> dict[str, Any]:
+        """The ``info`` of :meth:`step` (SAME_STEP's final outputs are added by the engine)."""
+        return {}
+
+    def _stream(self) -> dict:
+        return {} if self.kernel_target == "cpu" else {"stream": devices.launch_stream(self.device)}
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"this {type(self).__name__} is closed; make a new one")
+
+    def state_snapshot(self) -> dict[str, torch.Tensor]:
+        """Copies of every buffer the kernels keep, by name (for checking, e.g. CPU vs CUDA parity)."""
+        self._check_open()
+        return {name: tensor.clone() for name, tensor in self._tensors.items()}
+
+    def render(self) -> tuple[np.ndarray, ...] | None:
+        """One RGB frame (H, W, 3 uint8) per env when ``render_mode="rgb_array"``."""
+        if self.render_mode is None:
+            gym.logger.warn("render() called without render_mode; pass render_mode='rgb_array'")
+            return None
+        self._check_open()
+        return self.render_frames()
+
+    def close(self, **kwargs) -> None:
+        """Release the buffers; the env cannot be used afterwards."""
+        self._closed = self.closed = True
+        self._tensors = self._buffer_views = self._kernel_args = None
+
+    # ----------------------------------------------------------------------------- copies
+    def __getstate__(self) -> dict[str, Any]:
+        # Kernel views and the driver are rebuilt in the copy: they alias this env's memory.
+        state = {key: value for key, value in self.__dict__.items()
+                 if key not in ("_buffer_views", "_actions_view", "_kernel_args", "_driver", "_launch")}
+        if not self._closed:
+            state["_tensors"] = Buffers({name: tensor.cpu() for name, tensor in self._tensors.items()})
+            state["_actions"] = self._actions.cpu()
+        state["device"] = "cuda" if self.kernel_target == "cuda" and self._on_cpu else str(self.device)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.device = devices.resolve_device(state["device"])
+        self.kernel_target = devices.kernel_target(state["device"])
+        if self._closed:
+            return
+        self._tensors = Buffers({name: tensor.to(self.device) for name, tensor in state["_tensors"].items()})
+        self._actions = state["_actions"].to(self.device)
+        self._buffer_views = tuple(self._kernel_view(name) for name in self._layout)
+        self._actions_view = devices.kernel_view(self._actions)
+        self._driver = self._load_driver()
+        self.update_constants()
+
+    def __deepcopy__(self, memo: dict) -> KernelEnv:
+        clone = type(self).__new__(type(self))
+        memo[id(self)] = clone
+        clone.__setstate__(copy.deepcopy(self.__getstate__(), memo))
+        return clone
+
+
+def _float_action_layout(actions, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """Continuous actions as float32 on ``device``, their shape and dtype checked (not their values)."""
+    tensor = as_tensor(actions, "actions", "a float array or tensor")
+    if not tensor.is_floating_point():
+        raise TypeError(f"actions must have a floating dtype (continuous actions), got {tensor.dtype}")
+    if tuple(tensor.shape) != tuple(shape):
+        raise ValueError(f"actions must have shape {tuple(shape)}, got {tuple(tensor.shape)}")
+    return tensor.to(device=device, dtype=torch.float32)

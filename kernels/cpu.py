@@ -1,0 +1,77 @@
+"""The CPU driver of every game: njit loops over blocks of envs, serial or parallel by batch size.
+
+A game's logic gives two :func:`~gpu_envs.kernels.targets.kernel_function`\\ s,
+``step_envs(start, stop, *args)`` and ``reset_envs(start, stop, mask, *args)``, that advance or reset
+the envs ``start..stop-1``; :func:`make_driver` compiles loops over blocks of ``block_size`` envs
+around them (cached on disk). The driver only loops: the order of phases, the autoreset and the
+outputs are the game's logic, shared with the CUDA driver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numba
+
+#: Options of every compiled loop. ``_nrt=False``: the loops allocate nothing, and without the
+#: runtime numba emits no reference counting for the views handed to the inlined logic.
+#: ``error_model="numpy"``: no ZeroDivisionError branch on divisions (it blocks vectorisation).
+_JIT = {"cache": True, "error_model": "numpy", "_nrt": False}
+
+
+def _named(function: Callable, name: str) -> Callable:
+    # numba's disk cache is keyed by the function's qualified name: one entry per game and loop.
+    function.__name__ = function.__qualname__ = name
+    return function
+
+
+def _compile_step(step_envs, block_size: int, name: str, parallel: bool):
+    def step_loop(num_envs, args):
+        for block in numba.prange((num_envs + block_size - 1) // block_size):
+            start = block * block_size
+            step_envs(start, min(start + block_size, num_envs), *args)
+
+    return numba.njit(parallel=parallel, **_JIT)(_named(step_loop, name))
+
+
+def _compile_reset(reset_envs, name: str):
+    def reset_loop(num_envs, mask, args):
+        reset_envs(0, num_envs, mask, *args)
+
+    return numba.njit(**_JIT)(_named(reset_loop, name))
+
+
+@dataclass(frozen=True)
+class CPUDriver:
+    """Compiled loops of one game; ``step``/``reset`` take the logic's arguments as one tuple."""
+
+    step_serial: Callable
+    step_parallel: Callable
+    reset_loop: Callable
+    parallel_min_envs: int
+
+    def step(self, num_envs: int, args: tuple) -> None:
+        """Advance envs ``0..num_envs-1`` by one step."""
+        parallel = num_envs >= self.parallel_min_envs and numba.config.NUMBA_NUM_THREADS > 1
+        (self.step_parallel if parallel else self.step_serial)(num_envs, args)
+
+    def reset(self, num_envs: int, mask, args: tuple) -> None:
+        """Reset the envs where ``mask`` is True."""
+        self.reset_loop(num_envs, mask, args)
+
+
+def make_driver(game: str, step_envs, reset_envs, block_size: int, parallel_min_envs: int) -> CPUDriver:
+    """The CPU driver of ``game``: a parallel loop from ``parallel_min_envs`` envs on, else serial.
+
+    ``block_size`` envs form one call of ``step_envs`` (a block's arrays stay in cache across the
+    logic's passes); below ``parallel_min_envs`` one thread is faster than a parallel region.
+    """
+    # The loops call the logic with ``*args``, which numba cannot inline: they call it compiled.
+    step_envs, reset_envs = numba.njit(**_JIT)(step_envs), numba.njit(**_JIT)(reset_envs)
+    return CPUDriver(
+        step_serial=_compile_step(step_envs, block_size, f"{game}_step_serial", parallel=False),
+        step_parallel=_compile_step(step_envs, block_size, f"{game}_step_parallel", parallel=True),
+        reset_loop=_compile_reset(reset_envs, f"{game}_reset"),
+        parallel_min_envs=parallel_min_envs,
+    )

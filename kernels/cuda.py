@@ -1,0 +1,104 @@
+"""The CUDA driver of every game, built from the same ``step_envs``/``reset_envs`` as the CPU driver.
+
+Two launch shapes:
+
+- ``"thread"`` (CartPole, Pendulum): one thread per env, ``step_envs(i, i + 1, *args)``;
+- ``"block"`` (Tag): one block per env, one thread per agent; the logic keeps the env's agents in
+  dynamic shared memory through ``targets.env_rows`` and separates its phases with ``targets.barrier``.
+
+Importing this module needs numba-cuda; it works on a GPU or under ``NUMBA_ENABLE_CUDASIM=1``.
+Kernels are cached on disk (``cache=True``) like the CPU loops. Arguments are device arrays
+(``numba.cuda`` arrays or anything with ``__cuda_array_interface__``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from numba import cuda
+
+from gpu_envs.kernels import cuda_targets
+
+THREADS_PER_BLOCK = 256
+#: Most threads of a ``"block"`` launch (agents beyond it are looped over by each thread).
+MAX_THREADS_PER_AGENT_BLOCK = 256
+#: Shared memory a block may use without opting in, on every GPU since compute capability 3.0.
+SHARED_MEMORY_BYTES = 48 * 1024
+
+
+def _named(function: Callable, name: str) -> Callable:
+    function.__name__ = function.__qualname__ = name
+    return function
+
+
+def _thread_kernels(game: str, step_envs, reset_envs):
+    def step_kernel(num_envs, args):
+        i = cuda.grid(1)
+        if i < num_envs:
+            step_envs(i, i + 1, *args)
+
+    def reset_kernel(num_envs, mask, args):
+        i = cuda.grid(1)
+        if i < num_envs:
+            reset_envs(i, i + 1, mask, *args)
+
+    return _named(step_kernel, f"{game}_step_kernel"), _named(reset_kernel, f"{game}_reset_kernel")
+
+
+def _block_kernels(game: str, step_envs, reset_envs):
+    def step_kernel(num_envs, args):
+        e = cuda.blockIdx.x
+        step_envs(e, e + 1, *args)
+
+    def reset_kernel(num_envs, mask, args):
+        e = cuda.blockIdx.x
+        reset_envs(e, e + 1, mask, *args)
+
+    return _named(step_kernel, f"{game}_step_kernel"), _named(reset_kernel, f"{game}_reset_kernel")
+
+
+@dataclass(frozen=True)
+class CUDADriver:
+    """The two kernels of one game and their launch shape."""
+
+    step_function: Callable  # the Python functions (for ``cuda.compile_ptx``)
+    reset_function: Callable
+    step_kernel: Callable
+    reset_kernel: Callable
+    shape: str
+    shared_slots: int
+
+    def _launch_config(self, num_envs: int, num_agents: int, stream) -> tuple:
+        if self.shape == "thread":
+            return ((num_envs + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK, THREADS_PER_BLOCK, stream)
+        threads = min(MAX_THREADS_PER_AGENT_BLOCK, 32 * ((num_agents + 31) // 32))
+        return (num_envs, threads, stream, self.shared_bytes(num_agents))
+
+    def shared_bytes(self, num_agents: int) -> int:
+        """Dynamic shared memory of one block of a ``"block"`` launch."""
+        return self.shared_slots * cuda_targets.SHARED_BYTES_PER_AGENT_SLOT * num_agents
+
+    def max_agents(self) -> int:
+        """The most agents an env may have for its block to fit in shared memory."""
+        return SHARED_MEMORY_BYTES // max(self.shared_bytes(1), 1)
+
+    def step(self, num_envs: int, args: tuple, num_agents: int = 1, stream=0) -> None:
+        """Advance every env by one step on ``stream``."""
+        self.step_kernel[self._launch_config(num_envs, num_agents, stream)](num_envs, args)
+
+    def reset(self, num_envs: int, mask, args: tuple, num_agents: int = 1, stream=0) -> None:
+        """Reset the envs where ``mask`` is True."""
+        self.reset_kernel[self._launch_config(num_envs, num_agents, stream)](num_envs, mask, args)
+
+
+def make_driver(game: str, step_envs, reset_envs, shape: str = "thread", shared_slots: int = 0) -> CUDADriver:
+    """The CUDA driver of ``game`` (``shape``: ``"thread"`` or ``"block"``; ``shared_slots``: the
+    number of ``env_rows`` slots the logic uses per env in a ``"block"`` launch)."""
+    if shape not in ("thread", "block"):
+        raise ValueError(f"shape must be 'thread' or 'block', got {shape!r}")
+    cuda_targets.register()
+    make = _thread_kernels if shape == "thread" else _block_kernels
+    step_function, reset_function = make(game, step_envs, reset_envs)
+    return CUDADriver(step_function, reset_function, cuda.jit(cache=True)(step_function),
+                      cuda.jit(cache=True)(reset_function), shape, shared_slots)
