@@ -102,6 +102,12 @@ def _to_int64(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     return tensor.to(device=device, dtype=torch.int64)
 
 
+def check_box_action_layout(actions, shape: tuple[int, ...], device: torch.device, name: str = "actions",
+                            dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Continuous ``actions`` of ``shape`` as ``dtype`` on ``device``: dtype, shape and device checks only."""
+    return _float_layout(actions, shape, name).to(device=device, dtype=dtype)
+
+
 def as_box_action_tensor(actions, shape: tuple[int, ...], device: torch.device, low, high,
                          name: str = "actions", dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Validate continuous (Box) actions and return them as ``dtype`` on ``device``.
@@ -110,11 +116,7 @@ def as_box_action_tensor(actions, shape: tuple[int, ...], device: torch.device, 
     ``[low, high]`` (scalars, or arrays broadcastable to ``shape``); a TypeError or ValueError names
     the first offending entry otherwise. Out-of-range actions are refused, not clipped.
     """
-    tensor = as_tensor(actions, name, "a float array or tensor")
-    if not tensor.is_floating_point():
-        raise TypeError(f"{name} must have a floating dtype (continuous actions), got {tensor.dtype}")
-    if tensor.shape != shape:
-        raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(tensor.shape)}")
+    tensor = _float_layout(actions, shape, name)
     low_t = torch.as_tensor(low, dtype=torch.float64, device=tensor.device)
     high_t = torch.as_tensor(high, dtype=torch.float64, device=tensor.device)
     outside = ~((tensor >= low_t) & (tensor <= high_t))  # NaN is outside
@@ -125,6 +127,15 @@ def as_box_action_tensor(actions, shape: tuple[int, ...], device: torch.device, 
             f"is out of range: allowed [{_describe(low_t)}, {_describe(high_t)}]"
         raise ValueError(f"{name}{list(where)} = {value} {rule}")
     return tensor.to(device=device, dtype=dtype)
+
+
+def _float_layout(actions, shape: tuple[int, ...], name: str) -> torch.Tensor:
+    tensor = as_tensor(actions, name, "a float array or tensor")
+    if not tensor.is_floating_point():
+        raise TypeError(f"{name} must have a floating dtype (continuous actions), got {tensor.dtype}")
+    if tensor.shape != shape:
+        raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(tensor.shape)}")
+    return tensor
 
 
 def _check_range(tensor: torch.Tensor, upper, name: str) -> None:
