@@ -1,0 +1,1 @@
+"""Tools that work on any gpu-envs env: :mod:`gpu_envs.utils.parity` (backend parity checks)."""
