@@ -37,7 +37,7 @@ def test_round_trip_is_exact_and_leaves_no_temp_file(tmp_path):
     ckpt.check_compatible(loaded, path, 4, (2,), {"agent": module}, {"agent": ModelConfig(fc_dims=[8])})
 
 
-def test_latest_checkpoint_picks_the_largest_iteration(tmp_path):
+def test_iteration_checkpoints_are_listed_newest_first(tmp_path):
     for n in (2, 10, 9):
         (tmp_path / f"iteration_{n}.pth.tar").write_bytes(b"x")
     (tmp_path / "ckpt_best.pth.tar").write_bytes(b"x")
