@@ -1,18 +1,19 @@
 """``gpu-envs device-check``: CPU-vs-CUDA parity and CUDA throughput on one GPU, in a few minutes.
 
 Parity: the same seeds and the same random actions are fed to an env on the CPU and one on the GPU,
-step by step, with autoresets. Integer state (done flags, episode counters, in-game flags) must
-match exactly; floats must stay within a stated tolerance (the GPU compiler fuses multiply-adds, so
-the last bits may differ). An env whose integer state differs is counted as diverged and left out
-of later comparisons; for CartPole, a divergence where the reference state lay within the float
-tolerance of a termination threshold is reported as a rounding flip (WARN), any other as a FAIL.
+step by step, with autoresets, and every output and state array is compared by
+:func:`gpu_envs.utils.parity.compare_envs`: floats within a per-dtype tolerance (the GPU compiler
+fuses multiply-adds, so the last bits may differ), integer state exactly, except where a near-tie
+explains the difference (a CartPole at a termination threshold, a runner at Tag's tagging margin,
+two of Tag's neighbours at the same distance). A check passes when every difference is within
+tolerance or such a near-tie, and fails on any other.
 
 Throughput: env-steps/s of the CUDA env over a range of batch sizes, synchronised with
 ``torch.cuda.synchronize`` (protocol of :mod:`gpu_envs.benchmarks.timing`).
 
 Each game contributes a parity function and a throughput function to :func:`plan`; the Tag rows
-appear when ``gpu_envs.tag`` is importable. Exit status: 0 all parity checks pass (or only WARN),
-1 a parity check failed, 2 no usable CUDA GPU.
+appear when ``gpu_envs.tag`` is importable. Exit status: 0 all parity checks pass, 1 a parity check
+failed, 2 no usable CUDA GPU.
 """
 
 from __future__ import annotations
@@ -25,14 +26,11 @@ from typing import Callable
 
 NO_GPU_EXIT = 2
 FAIL_EXIT = 1
-#: Float tolerance (max abs difference) of CPU-vs-CUDA parity per state dtype.
-CARTPOLE_ATOL = {"float64": 1e-10, "float32": 1e-4}
-TAG_ATOL = 1e-3
 
 
 @dataclasses.dataclass
 class Row:
-    """One line of the report; ``status`` is PASS, WARN or FAIL for checks, empty for measurements."""
+    """One line of the report; ``status`` is PASS or FAIL for checks, empty for measurements."""
 
     check: str
     setting: str
@@ -41,128 +39,11 @@ class Row:
     record: dict = dataclasses.field(default_factory=dict)
 
 
-@dataclasses.dataclass
-class Parity:
-    """Outcome of :func:`compare_envs`."""
-
-    num_envs: int
-    steps: int
-    diverged_envs: int = 0
-    rounding_flips: int = 0
-    first_divergence_step: int | None = None
-    max_abs_diff: dict[str, float] = dataclasses.field(default_factory=dict)
-
-    def status(self, atol: float) -> str:
-        """PASS: exact integer state, floats within ``atol``; WARN: only rounding flips; else FAIL."""
-        floats_ok = all(diff <= atol for diff in self.max_abs_diff.values())
-        if not floats_ok or self.diverged_envs > self.rounding_flips:
-            return "FAIL"
-        return "WARN" if self.diverged_envs else "PASS"
-
-    def summary(self, atol: float) -> str:
-        diffs = ", ".join(f"{name} {diff:.1e}" for name, diff in self.max_abs_diff.items())
-        text = f"max |diff|: {diffs} (tol {atol:g}); diverged envs {self.diverged_envs}/{self.num_envs}"
-        if self.diverged_envs:
-            text += (f" (first at step {self.first_divergence_step}; "
-                     f"{self.rounding_flips} at a threshold within tol)")
-        return text
-
-
-Snapshot = Callable[[object, tuple], tuple[dict, dict]]
-
-
-def compare_envs(reference, candidate, steps: int, make_actions: Callable[[int], object],
-                 snapshot: Snapshot, threshold_margin: Callable[[object, tuple], object] | None = None,
-                 atol: float = 0.0) -> Parity:
-    """Step two envs with the same actions and compare what ``snapshot`` extracts after every step.
-
-    ``snapshot(env, step_result) -> (exact, floats)``: dicts of [num_envs, ...] tensors; ``exact``
-    must be equal, ``floats`` are compared by max abs difference over envs that have not diverged.
-    ``threshold_margin(env, step_result)`` ([num_envs] distances of the reference to a decision
-    threshold) classifies a divergence as a rounding flip when the distance is below ``atol``.
-    Step 0 compares the reset outputs (``reset()`` must have been called on both with one seed).
-    """
-    import torch
-
-    num_envs = reference.num_envs
-    parity = Parity(num_envs, steps)
-    diverged = torch.zeros(num_envs, dtype=torch.bool)
-    for step in range(steps + 1):
-        if step == 0:
-            ref_out, cand_out = reference.last_reset, candidate.last_reset
-        else:
-            actions = make_actions(step)
-            ref_out = reference.step(actions)
-            cand_out = candidate.step(actions.to(candidate.device))
-        ref_exact, ref_floats = snapshot(reference, ref_out)
-        cand_exact, cand_floats = snapshot(candidate, cand_out)
-        mismatch = torch.zeros(num_envs, dtype=torch.bool)
-        for name, value in ref_exact.items():
-            mismatch |= (value.cpu() != cand_exact[name].cpu()).reshape(num_envs, -1).any(dim=1)
-        new = mismatch & ~diverged
-        if bool(new.any()):
-            if parity.first_divergence_step is None:
-                parity.first_divergence_step = step
-            parity.diverged_envs += int(new.sum())
-            if threshold_margin is not None:
-                margin = threshold_margin(reference, ref_out).cpu()
-                parity.rounding_flips += int((new & (margin <= atol)).sum())
-        diverged |= mismatch
-        keep = ~diverged
-        for name, value in ref_floats.items():
-            diff = (value.cpu().double() - cand_floats[name].cpu().double()).abs()[keep]
-            diff = torch.nan_to_num(diff, nan=float("inf"))
-            worst = float(diff.max()) if diff.numel() else 0.0
-            parity.max_abs_diff[name] = max(parity.max_abs_diff.get(name, 0.0), worst)
-    return parity
-
-
-class _Recorded:
-    """An env wrapper that keeps the outputs of ``reset`` so the comparison can start from them."""
-
-    def __init__(self, env) -> None:
-        self.env = env
-        self.num_envs = env.num_envs
-        self.device = env.device
-        self.last_reset = None
-
-    def reset(self, **kwargs):
-        self.last_reset = self.env.reset(**kwargs)
-        return self.last_reset
-
-    def step(self, actions):
-        return self.env.step(actions)
+def _parity_row(check: str, setting: str, report, record: dict) -> Row:
+    return Row(check, setting, report.summary(), report.verdict, {"kind": "parity", **record, **report.to_record()})
 
 
 # --------------------------------------------------------------------------------------- CartPole
-def _cartpole_snapshot(env, result) -> tuple[dict, dict]:
-    inner = env.env._tensors  # elapsed / needs_reset are not part of the public API
-    floats = {"obs": result[0], "state": env.env.state}
-    if len(result) == 5:
-        _, rewards, terminated, truncated, info = result
-        exact = {"terminated": terminated, "truncated": truncated, "rewards": rewards,
-                 "elapsed": inner.elapsed, "needs_reset": inner.needs_reset}
-        if "final_obs" in info:
-            exact["has_final_obs"] = info["_final_obs"]
-            floats["final_obs"] = info["final_obs"]
-    else:
-        exact = {"elapsed": inner.elapsed, "needs_reset": inner.needs_reset}
-    return exact, floats
-
-
-def _cartpole_margin(env, result):
-    """Distance of each env's last observation (final_obs where an episode ended) to a threshold."""
-    import math
-
-    obs = result[0]
-    if len(result) == 5 and "final_obs" in result[4]:
-        obs = result[4]["final_obs"].where(result[4]["_final_obs"][:, None], obs)
-    obs = obs.double()
-    x_margin = (obs[:, 0].abs() - 2.4).abs()
-    theta_margin = (obs[:, 2].abs() - 12 * 2 * math.pi / 360).abs()
-    return x_margin.minimum(theta_margin)
-
-
 def cartpole_parity(device: str, *, reference_device: str = "cpu", dtype: str = "float32",
                     autoreset_mode: str = "next_step", num_envs: int = 4096, steps: int = 2000,
                     max_episode_steps: int = 50, seed: int = 0) -> Row:
@@ -170,24 +51,18 @@ def cartpole_parity(device: str, *, reference_device: str = "cpu", dtype: str = 
     import torch
 
     from gpu_envs.cartpole import CartPoleVectorEnv
+    from gpu_envs.utils.parity import compare_envs
 
-    def make(dev):
-        env = _Recorded(CartPoleVectorEnv(num_envs, device=dev, dtype=dtype, autoreset_mode=autoreset_mode,
-                                          max_episode_steps=max_episode_steps))
-        env.reset(seed=seed)
-        return env
-
-    reference, candidate = make(reference_device), make(device)
+    reference, candidate = (CartPoleVectorEnv(num_envs, device=dev, dtype=dtype, autoreset_mode=autoreset_mode,
+                                              max_episode_steps=max_episode_steps)
+                            for dev in (reference_device, device))
     generator = torch.Generator().manual_seed(seed)
-    atol = CARTPOLE_ATOL[dtype]
-    parity = compare_envs(reference, candidate, steps,
-                          lambda _: torch.randint(0, 2, (num_envs,), generator=generator),
-                          _cartpole_snapshot, _cartpole_margin, atol)
+    report = compare_envs(reference, candidate, lambda _: torch.randint(0, 2, (num_envs,), generator=generator),
+                          steps, seed=seed)
     setting = (f"{dtype}, {autoreset_mode}, {num_envs} envs x {steps} steps, "
                f"max_episode_steps={max_episode_steps}, {reference_device} vs {device}")
-    return Row("cartpole parity", setting, parity.summary(atol), parity.status(atol),
-               {"game": "cartpole", "kind": "parity", "dtype": dtype, "autoreset_mode": autoreset_mode,
-                "atol": atol, **dataclasses.asdict(parity)})
+    return _parity_row("cartpole parity", setting, report,
+                       {"game": "cartpole", "dtype": dtype, "autoreset_mode": autoreset_mode})
 
 
 def cartpole_throughput(device: str, log2_sizes: range, timing_options: dict,
@@ -240,38 +115,20 @@ def _tag_actions(env, generator, leading: tuple[int, ...] = ()):
     return torch.stack((acc, turn), dim=-1)
 
 
-def _tag_snapshot(env, result) -> tuple[dict, dict]:
-    obs = result[0]
-    info = result[-1]
-    exact = {"active": info["active"], "t": env.env.state["t"]}
-    floats = {"obs": obs, "x": env.env.state["x"], "y": env.env.state["y"]}
-    if len(result) == 5:
-        exact.update(terminated=result[2], truncated=result[3])
-        floats["rewards"] = result[1]
-    return exact, floats
-
-
 def tag_parity(device: str, *, reference_device: str = "cpu", num_envs: int = 64, steps: int = 400,
                seed: int = 0) -> Row:
     """Tag (seed config) on ``device`` against ``reference_device``: same seeds and actions."""
     import torch
 
     from gpu_envs.tag import TagEnv
+    from gpu_envs.utils.parity import compare_envs
 
     config = tag_config()
-
-    def make(dev):
-        env = _Recorded(TagEnv(num_envs, dev, **config))
-        env.reset(seed=seed)
-        return env
-
-    reference, candidate = make(reference_device), make(device)
+    reference, candidate = (TagEnv(num_envs, dev, **config) for dev in (reference_device, device))
     generator = torch.Generator().manual_seed(seed)
-    parity = compare_envs(reference, candidate, steps, lambda _: _tag_actions(reference.env, generator),
-                          _tag_snapshot)
+    report = compare_envs(reference, candidate, lambda _: _tag_actions(reference, generator), steps, seed=seed)
     setting = f"seed config, {num_envs} envs x {steps} steps, {reference_device} vs {device}"
-    return Row("tag parity", setting, parity.summary(TAG_ATOL), parity.status(TAG_ATOL),
-               {"game": "tag", "kind": "parity", "atol": TAG_ATOL, **dataclasses.asdict(parity)})
+    return _parity_row("tag parity", setting, report, {"game": "tag"})
 
 
 def tag_throughput(device: str, log2_sizes: range, timing_options: dict) -> list[Row]:
