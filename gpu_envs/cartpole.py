@@ -29,6 +29,7 @@ from gymnasium.vector.utils import batch_space
 from gpu_envs import devices
 from gpu_envs.engine import KernelEnv
 from gpu_envs.kernels import cartpole_logic as logic
+from gpu_envs.single import SingleEnv
 from gpu_envs.validation import check_max_episode_steps, check_reset_bounds
 
 _OBS_HIGH = np.array([2.4 * 2, np.inf, 12 * 2 * math.pi / 360 * 2, np.inf], dtype=np.float32)
@@ -118,51 +119,29 @@ class CartPoleVectorEnv(KernelEnv, VectorEnv):
             self._bounds[:] = (low, high)
             self.update_constants()
 
+    @staticmethod
+    def draw_start_state(np_random: np.random.Generator, options: dict[str, Any] | None) -> np.ndarray:
+        """gymnasium's draw: uniform in [low, high)^4 from the env's seeded ``np_random``."""
+        low, high = maybe_parse_reset_bounds(options, _DEFAULT_LOW, _DEFAULT_HIGH)
+        low, high = check_reset_bounds(low, high)
+        return np_random.uniform(low=low, high=high, size=(4,))
+
+    @staticmethod
+    def observation_of(state: np.ndarray) -> np.ndarray:
+        """The float32 observation of a float64 state."""
+        return np.array(state, dtype=np.float32)
+
     def render_frames(self) -> tuple[np.ndarray, ...]:
         from gpu_envs.rendering import render_cartpole_frames
 
         return render_cartpole_frames(self.state.double().cpu().numpy())
 
-class CartPoleEnv(gym.Env):
-    """A single CartPole-v1 game (NumPy in and out) stepped by the same kernel as the vector env.
+class CartPoleEnv(SingleEnv):
+    """A single CartPole-v1 game (NumPy in and out), a drop-in for gymnasium's ``CartPoleEnv``:
+    ``reset(seed=s)`` starts where gymnasium's does (see :mod:`gpu_envs.single`)."""
 
-    ``unwrapped.state`` reads and assigns the float64 state like gymnasium's ``CartPoleEnv``.
-    Stepping after termination without ``reset()`` raises (gymnasium only warns).
-    """
-
+    vector_class = CartPoleVectorEnv
     metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
 
     def __init__(self, sutton_barto_reward: bool = False, render_mode: str | None = None):
-        self._batch = CartPoleVectorEnv(1, device="cpu", dtype=torch.float64, max_episode_steps=None,
-                                        sutton_barto_reward=sutton_barto_reward,
-                                        autoreset_mode=AutoresetMode.DISABLED, render_mode=render_mode)
-        self.render_mode = render_mode
-        self.observation_space = self._batch.single_observation_space
-        self.action_space = self._batch.single_action_space
-
-    @property
-    def state(self) -> np.ndarray:
-        """The float64 state (x, x_dot, theta, theta_dot) as a NumPy copy."""
-        return self._batch.state[0].numpy().copy()
-
-    @state.setter
-    def state(self, value) -> None:
-        self._batch.state = np.asarray(value, dtype=np.float64).reshape(1, 4)
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        super().reset(seed=seed)
-        if seed is None and not self._batch._seeded:
-            seed = int(self.np_random.integers(2**62))
-        obs, _ = self._batch.reset(seed=seed, options=options)
-        return obs[0].numpy(), {}
-
-    def step(self, action):
-        if not self.action_space.contains(action):
-            raise ValueError(f"action must be 0 or 1, got {action!r}")
-        obs, reward, terminated, truncated, _ = self._batch.step(np.array([action], dtype=np.int64))
-        return obs[0].numpy(), float(reward[0]), bool(terminated[0]), bool(truncated[0]), {}
-
-    def render(self):
-        """An RGB frame (H, W, 3 uint8) when ``render_mode="rgb_array"``."""
-        frames = self._batch.render()
-        return None if frames is None else frames[0]
+        super().__init__(render_mode=render_mode, sutton_barto_reward=sutton_barto_reward)

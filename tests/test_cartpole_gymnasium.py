@@ -92,3 +92,19 @@ def test_float32_state_stays_close_to_float64():
         alive &= ~terminated
     assert compared > 64 * 10
     assert worst < 1e-4
+
+
+@pytest.mark.parametrize("seed", [0, 7, 123])
+def test_single_env_is_a_drop_in_same_seed_same_episodes(seed):
+    """gym.make with the same seed plays gymnasium's exact episodes, resets without a seed included."""
+    ours, theirs = gym.make("gpu_envs/CartPole-v1"), gym.make("CartPole-v1")
+    obs_ours, _ = ours.reset(seed=seed)
+    obs_theirs, _ = theirs.reset(seed=seed)
+    assert np.array_equal(obs_ours, obs_theirs)
+    rng = np.random.default_rng(seed)
+    for _ in range(600):
+        action = int(rng.integers(2))
+        a, b = ours.step(action), theirs.step(action)
+        assert np.array_equal(a[0], b[0]) and a[1:4] == b[1:4]
+        if a[2] or a[3]:
+            assert np.array_equal(ours.reset()[0], theirs.reset()[0])
