@@ -12,8 +12,8 @@ Shape (the original GPU framework's run config, plus PPO and evaluation fields w
 
 ``RunConfig.from_dict`` checks every value and raises ``ConfigError`` naming the field
 (``policy.runner.lr: must be > 0, got -1``). Float fields accept numeric strings (YAML 1.1, which
-PyYAML follows, reads ``1e-3`` as a string) and refuse NaN and infinities. ``apply_overrides`` applies ``a.b.c=value`` strings
-(values parsed as YAML) to a plain dict before it is checked.
+PyYAML follows, reads ``1e-3`` as a string) and refuse NaN and infinities. ``apply_overrides``
+applies ``a.b.c=value`` strings (values parsed as YAML) to a plain dict before it is checked.
 """
 
 from __future__ import annotations
