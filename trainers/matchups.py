@@ -1,6 +1,6 @@
 """Tag matchups: trained and random teams against each other, scored by runners tagged per episode.
 
-The Tag learning benchmark passes when trained taggers against random runners tag at least
+The Tag learning benchmark's targets are met when trained taggers against random runners tag at least
 ``TAGGER_TARGET`` (1.5) times as many runners per episode as random taggers do, and trained runners
 against random taggers are tagged at most ``RUNNER_TARGET`` (2/3) times as often.
 
@@ -219,10 +219,12 @@ class MatchupReport:
 
     @property
     def tagger_pass(self) -> bool:
+        """The tagger ratio meets the learning benchmark's target."""
         return self.tagger_ratio >= TAGGER_TARGET
 
     @property
     def runner_pass(self) -> bool:
+        """The runner ratio meets the learning benchmark's target."""
         return self.runner_ratio <= RUNNER_TARGET
 
     def to_dict(self) -> dict:

@@ -1,10 +1,13 @@
-"""``gpu-envs evaluate tag CHECKPOINT``: a trainer checkpoint's Tag teams against random ones.
+"""``gpu-envs evaluate cartpole|tag CHECKPOINT``: score a trainer checkpoint.
 
-Plays ``--episodes`` episodes (one game each, the same start states in every matchup) of the
+``evaluate cartpole`` plays ``--episodes`` greedy episodes (episode ``i`` from seed ``seed + i``) and
+prints the mean return (± standard error) against CartPole-v1's reward threshold of 475.
+
+``evaluate tag`` plays ``--episodes`` episodes (one game each, the same start states in every matchup) of the
 checkpoint's Tag env for four matchups: random vs random, trained taggers vs random runners, random
 taggers vs trained runners, trained vs trained. Prints the runners tagged per episode (mean ± standard
-error) and the learning benchmark's ratios against their targets: tagger ratio >= 1.5, runner ratio
-<= 2/3 (see ``gpu_envs.trainers.matchups``).
+error) and the learning benchmark's ratios, with whether each meets its target: tagger ratio >= 1.5,
+runner ratio <= 2/3 (see ``gpu_envs.trainers.matchups``).
 """
 
 from __future__ import annotations
@@ -13,36 +16,69 @@ import argparse
 import json
 from pathlib import Path
 
+CARTPOLE_THRESHOLD = 475.0  # gymnasium's reward_threshold of CartPole-v1
+
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("evaluate", help="score a trained checkpoint against random play")
+    parser = subparsers.add_parser("evaluate", help="score a trained checkpoint (greedy returns, Tag matchups)")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("checkpoint", type=Path, help="trainer checkpoint (<experiment>/ckpt/*.pth.tar)")
+    common.add_argument("--episodes", type=int, default=100, help="episodes (per matchup for tag), one env each")
+    common.add_argument("--seed", type=int, default=0, help="episode i starts from seed + i; seeds the action draws")
+    common.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
+    common.add_argument("--json", type=Path, default=None, dest="json_path", help="also write the report here")
     games = parser.add_subparsers(dest="game", required=True, metavar="GAME")
-    tag = games.add_parser("tag", help="trained vs random Tag teams: runners tagged per episode")
-    tag.add_argument("checkpoint", type=Path, help="trainer checkpoint (<experiment>/ckpt/*.pth.tar)")
-    tag.add_argument("--episodes", type=int, default=100, help="episodes per matchup (one game each)")
-    tag.add_argument("--seed", type=int, default=0, help="game i starts from seed + i; seeds the action draws")
+    cartpole = games.add_parser("cartpole", parents=[common], help="greedy mean return over seeded episodes")
+    cartpole.set_defaults(func=run_cartpole)
+    tag = games.add_parser("tag", parents=[common], help="trained vs random Tag teams: runners tagged per episode")
     tag.add_argument("--greedy", action="store_true", help="trained teams take argmax actions (default: sampled)")
-    tag.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
-    tag.add_argument("--json", type=Path, default=None, dest="json_path", help="also write the report here")
     tag.set_defaults(func=run_tag)
+
+
+def run_cartpole(args: argparse.Namespace) -> int:
+    from gpu_envs.trainers.evaluation import evaluate_checkpoint
+
+    report = _evaluate("cartpole", args, lambda: evaluate_checkpoint(
+        args.checkpoint, episodes=args.episodes, seed=args.seed, device=args.device, game="cartpole"))
+    return _emit(format_returns(report), report, args.json_path)
 
 
 def run_tag(args: argparse.Namespace) -> int:
     from gpu_envs.trainers.matchups import evaluate_matchups
 
+    report = _evaluate("tag", args, lambda: evaluate_matchups(
+        args.checkpoint, episodes=args.episodes, seed=args.seed, greedy=args.greedy, device=args.device))
+    return _emit(format_report(report), report, args.json_path)
+
+
+def _evaluate(game: str, args: argparse.Namespace, evaluate):
+    """``evaluate()`` with the argument and checkpoint errors turned into a one-line exit message."""
     if args.episodes <= 0:
-        raise SystemExit(f"gpu-envs evaluate tag: --episodes must be >= 1, got {args.episodes}")
+        raise SystemExit(f"gpu-envs evaluate {game}: --episodes must be >= 1, got {args.episodes}")
     try:
-        report = evaluate_matchups(args.checkpoint, episodes=args.episodes, seed=args.seed,
-                                   greedy=args.greedy, device=args.device)
+        return evaluate()
     except (ValueError, RuntimeError) as error:  # CheckpointError is a RuntimeError
-        raise SystemExit(f"gpu-envs evaluate tag: {error}") from None
-    print(format_report(report))
-    if args.json_path is not None:
-        args.json_path.parent.mkdir(parents=True, exist_ok=True)
-        args.json_path.write_text(json.dumps(report.to_dict(), indent=2) + "\n")
-        print(f"wrote {args.json_path}")
+        raise SystemExit(f"gpu-envs evaluate {game}: {error}") from None
+
+
+def _emit(text: str, report, json_path: Path | None) -> int:
+    print(text)
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+        print(f"wrote {json_path}")
     return 0
+
+
+def format_returns(report) -> str:
+    """Each policy's greedy mean return, and whether it reaches CartPole-v1's reward threshold."""
+    lines = [f"{report.checkpoint}: {report.episodes} greedy episodes, seeds {report.seed}..{report.seed + report.episodes - 1}"]
+    for tag in report.returns:
+        mean = report.mean(tag)
+        reached = "reached" if mean >= CARTPOLE_THRESHOLD else "not reached"
+        lines.append(f"{tag}: mean return {mean:.2f} ± {report.stderr(tag):.2f} "
+                     f"(CartPole-v1 reward threshold {CARTPOLE_THRESHOLD:g}: {reached})")
+    return "\n".join(lines)
 
 
 def format_report(report) -> str:
@@ -64,5 +100,6 @@ def format_report(report) -> str:
     return "\n".join(lines)
 
 
-def _ratio_line(label: str, value: float, relation: str, target: float, passed: bool) -> str:
-    return f"{label}: {value:.3f} (target {relation} {target:.3f}) {'PASS' if passed else 'FAIL'}"
+def _ratio_line(label: str, value: float, relation: str, target: float, met: bool) -> str:
+    return (f"{label}: {value:.3f} (target {relation} {target:.3f}): "
+            f"learning benchmark target {'met' if met else 'not met'}")

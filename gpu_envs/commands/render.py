@@ -1,8 +1,11 @@
-"""``gpu-envs render tag``: play one episode and write it as an animation (``.gif`` or ``.mp4``).
+"""``gpu-envs render cartpole|tag``: play one episode and write it as an animation (``.gif`` or ``.mp4``).
 
-The env comes from ``--config FILE`` (YAML: the env parameters, or a run config whose ``env:``
+``render cartpole CHECKPOINT``: one greedy episode of a trainer checkpoint's policy (seeded with
+``--seed``) on its run's env.
+
+``render tag [CHECKPOINT]``: the env comes from ``--config FILE`` (YAML: the env parameters, or a run config whose ``env:``
 section holds them) with the ``--num-taggers`` etc. flags on top. Actions are random, or come from
-a trainer checkpoint with ``--checkpoint PATH``: every team plays its trained policy
+a trainer checkpoint (``CHECKPOINT``, or ``--checkpoint PATH``): every team plays its trained policy
 (``gpu_envs.trainers.load_policy``), on the checkpoint's env parameters with ``--config`` and the
 flags on top.
 """
@@ -25,7 +28,16 @@ _ENV_FLAGS = {
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("render", help="write an animation of an episode (.gif or .mp4)")
     games = parser.add_subparsers(dest="game", required=True, metavar="GAME")
-    tag = games.add_parser("tag", help="one episode of Tag (random policy, or --checkpoint)")
+    cartpole = games.add_parser("cartpole", help="one greedy episode of a trained CartPole policy")
+    cartpole.add_argument("checkpoint", type=Path, help="trainer checkpoint (<experiment>/ckpt/*.pth.tar)")
+    cartpole.add_argument("--out", type=Path, required=True, help="output file, .gif or .mp4 (mp4 needs imageio-ffmpeg)")
+    cartpole.add_argument("--seed", type=int, default=0, help="seed of the start state (0)")
+    cartpole.add_argument("--fps", type=float, default=50.0, help="frames per second of the animation (50)")
+    cartpole.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
+    cartpole.set_defaults(func=run_cartpole)
+    tag = games.add_parser("tag", help="one episode of Tag (random policy, or a checkpoint's policies)")
+    tag.add_argument("checkpoint_path", nargs="?", type=Path, default=None, metavar="CHECKPOINT",
+                     help="trainer checkpoint whose policies to play (default: random play)")
     tag.add_argument("--config", type=Path, help="YAML file: Tag parameters, or a run config with an env: section")
     for name, kind in _ENV_FLAGS.items():
         tag.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=None,
@@ -35,7 +47,7 @@ def add_parser(subparsers) -> None:
     tag.add_argument("--steps", type=int, default=None, help="stop after this many steps (default: the whole episode)")
     tag.add_argument("--fps", type=float, default=25.0, help="frames per second of the animation")
     tag.add_argument("--size", type=int, default=480, help="frame width in pixels")
-    tag.add_argument("--checkpoint", type=Path, default=None, help="trainer checkpoint whose policies to play")
+    tag.add_argument("--checkpoint", type=Path, default=None, help="the same as CHECKPOINT")
     tag.set_defaults(func=run_tag)
 
 
@@ -66,12 +78,38 @@ def load_checkpoint_policy(path: Path):
         raise SystemExit(f"gpu-envs render tag: {error}") from None
 
 
-def run_tag(args: argparse.Namespace) -> int:
-    from gpu_envs.tag_rendering import VIDEO_SUFFIXES, render_episode
+def check_out(path: Path) -> None:
+    """Exit with a message unless ``path`` ends in a video suffix."""
+    from gpu_envs.tag_rendering import VIDEO_SUFFIXES
 
-    if args.out.suffix.lower() not in VIDEO_SUFFIXES:
-        raise SystemExit(f"--out must end in one of {VIDEO_SUFFIXES}, got {args.out}")
-    policy = None if args.checkpoint is None else load_checkpoint_policy(args.checkpoint)
+    if path.suffix.lower() not in VIDEO_SUFFIXES:
+        raise SystemExit(f"--out must end in one of {VIDEO_SUFFIXES}, got {path}")
+
+
+def run_cartpole(args: argparse.Namespace) -> int:
+    from gpu_envs.trainers.evaluation import load_trained_game, record_video
+
+    check_out(args.out)
+    try:
+        game, groups = load_trained_game(args.checkpoint, 1, args.device, game="cartpole", render_mode="rgb_array")
+        try:
+            path = record_video(game, groups, args.out, fps=args.fps, seed=args.seed)
+        finally:
+            game.close()
+    except (ValueError, RuntimeError) as error:  # CheckpointError is a RuntimeError
+        raise SystemExit(f"gpu-envs render cartpole: {error}") from None
+    print(f"wrote {path}")
+    return 0
+
+
+def run_tag(args: argparse.Namespace) -> int:
+    from gpu_envs.tag_rendering import render_episode
+
+    check_out(args.out)
+    if args.checkpoint_path is not None and args.checkpoint is not None:
+        raise SystemExit("gpu-envs render tag: give the checkpoint once (CHECKPOINT or --checkpoint)")
+    checkpoint = args.checkpoint_path or args.checkpoint
+    policy = None if checkpoint is None else load_checkpoint_policy(checkpoint)
     params = env_params_from(args) if policy is None else {**policy.env_params, **env_params_from(args)}
     try:
         frames = render_episode(params, policy=policy, seed=args.seed, out=args.out,

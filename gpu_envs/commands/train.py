@@ -1,6 +1,13 @@
-"""``gpu-envs train cartpole|tag|--config FILE [flags] [key=value ...]``: PPO/A2C on Lightning Fabric."""
+"""``gpu-envs train cartpole|tag|--config FILE [flags] [key=value ...]``: PPO/A2C on Lightning Fabric.
+
+Ends by printing the experiment folder and the best checkpoint (``ckpt/ckpt_best.pth.tar``, kept by
+the periodic greedy evaluation), or the latest one when no evaluation ran.
+"""
 
 from __future__ import annotations
+
+import argparse
+from pathlib import Path
 
 
 def add_parser(subparsers) -> None:
@@ -11,4 +18,38 @@ def add_parser(subparsers) -> None:
         description="Train with PPO/A2C on Lightning Fabric. Multi-process: --devices N --strategy ddp, "
                     "or `fabric run --strategy ddp --devices N $(python -m gpu_envs.trainers.run --path) ...`.")
     cli_args.add_arguments(parser)
-    parser.set_defaults(func=cli_args.run, accepts_extra=True)
+    parser.set_defaults(func=run, accepts_extra=True)
+
+
+def run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
+    """Build the config, train (imports torch and lightning only now), then say where the results are."""
+    from gpu_envs.trainers import cli_args
+    from gpu_envs.trainers.config import ConfigError
+
+    try:
+        config = cli_args.build_config(args, extra)
+    except ConfigError as error:
+        raise SystemExit(f"gpu-envs train: error: {error}") from None
+    cli_args.set_launch_environment(args)
+    from gpu_envs.trainers.checkpoint import CheckpointError
+    from gpu_envs.trainers.fabric_loop import train
+
+    try:
+        summary = train(config, resume=args.resume)
+    except CheckpointError as error:
+        raise SystemExit(f"gpu-envs train: error: {error}") from None
+    if summary["experiment"] != str(None):  # rank 0 (the other ranks write no folder)
+        print(results_message(Path(summary["experiment"])))
+    return 0
+
+
+def results_message(experiment: Path) -> str:
+    """Where a finished run's experiment folder and best (or latest) checkpoint are."""
+    best = experiment / "ckpt" / "ckpt_best.pth.tar"
+    if best.is_file():
+        checkpoint = f"best checkpoint: {best}"
+    else:
+        saved = sorted((experiment / "ckpt").glob("iteration_*.pth.tar"), key=lambda p: int(p.name.split("_")[1].split(".")[0]))
+        checkpoint = ("no best checkpoint (no evaluation ran: evaluation.eval_freq); "
+                      + (f"latest checkpoint: {saved[-1]}" if saved else "no checkpoint saved"))
+    return f"experiment folder: {experiment}\n{checkpoint}"
