@@ -52,7 +52,7 @@ class RunningMeanStd:
         self.count = torch.full((), epsilon, dtype=torch.float64, device=device)
 
     def update(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> None:
-        """Merge the rows of ``x`` ([B, *shape]), or only those where ``mask`` ([B] bool) is True."""
+        """Merge the rows of ``x`` (``[B, *shape]``), or only those where ``mask`` ([B] bool) is True."""
         x = x.to(torch.float64)
         weight = torch.ones(x.shape[0], dtype=torch.float64, device=x.device) if mask is None else mask.to(x.dtype)
         batch_count = weight.sum()

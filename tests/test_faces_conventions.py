@@ -1,6 +1,9 @@
 """The conventions of the faces: PettingZoo's own test functions on tag_v0 (max_cycles, render modes,
 seeding, API), and gym.make of the vector-only Tag id."""
 
+import re
+from pathlib import Path
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -109,3 +112,36 @@ def test_gym_make_of_tag_names_the_alternatives():
 def test_make_vec_of_tag_still_gives_the_vector_env():
     env = gym.make_vec("gpu_envs/Tag-v0", num_envs=2, **SMALL)
     assert isinstance(env, TagGymVectorEnv) and env.num_envs == 2 * 5
+
+
+# ----------------------------------------------------------------- docs/using-with.md
+USING_WITH = Path(__file__).resolve().parents[1] / "docs" / "using-with.md"
+
+
+def snippets() -> dict[str, str]:
+    """The ```python blocks of docs/using-with.md, by the title of their section."""
+    text = USING_WITH.read_text()
+    blocks = {}
+    for section in re.split(r"^## ", text, flags=re.M)[1:]:
+        title = section.splitlines()[0].strip()
+        for i, code in enumerate(re.findall(r"^```python\n(.*?)^```", section, flags=re.M | re.S)):
+            blocks[f"{title} #{i}"] = code
+    return blocks
+
+
+def test_every_library_has_a_snippet():
+    titles = {name.rsplit(" #", 1)[0] for name in snippets()}
+    assert titles == {"gymnasium wrappers", "stable-baselines3", "TorchRL", "A CleanRL-style loop", "PettingZoo"}
+
+
+@pytest.mark.parametrize("name", sorted(snippets()))
+def test_snippet_runs(name):
+    exec(compile(snippets()[name], f"{USING_WITH.name}: {name}", "exec"), {"__name__": "__snippet__"})
+
+
+def test_wrapper_matrix_lists_every_gymnasium_vector_wrapper():
+    import gymnasium.wrappers.vector as vector_wrappers
+
+    table = [line for line in USING_WITH.read_text().splitlines() if line.startswith("| `")]
+    named = {name for line in table for name in re.findall(r"`(\w+)`", line.split("|")[1])}
+    assert named == set(vector_wrappers.__all__)

@@ -73,7 +73,7 @@ class Evaluator:
 def load_trained_game(path: str | Path, num_envs: int, device: str | torch.device = "cpu", *,
                       game: str | None = None, render_mode: str | None = None):
     """``(env, groups)``: ``num_envs`` envs of a trainer checkpoint's game (its run's env parameters,
-    on ``device``) and its trained policies as ``PolicyGroup``s on their agents, in eval mode.
+    on ``device``) and its trained policies (one ``PolicyGroup`` each) on their agents, in eval mode.
 
     ``game`` ("cartpole", "tag"): the game the checkpoint must be of. Raises ``CheckpointError``
     when the file is missing, damaged, of another game, or its networks do not fit its config.
