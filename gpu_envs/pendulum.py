@@ -1,0 +1,187 @@
+"""Pendulum-v1 as a batched gymnasium ``VectorEnv`` (torch tensors) and as a single ``gymnasium.Env``.
+
+The dynamics are gymnasium's Pendulum-v1 (see SPEC-pendulum.md and ``docs/pendulum.md``), stepped by
+``gpu_envs.kernels.pendulum_logic`` on the CPU (njit) or a CUDA GPU, written only through the
+engine's public API (:class:`~gpu_envs.engine.KernelEnv`).
+
+Spaces:
+
+- Observation: ``Box([-1, -1, -8], [1, 1, 8], (3,), float32)``: ``[cos(theta), sin(theta), theta_dot]``.
+- Action: ``Box(-2, 2, (1,), float32)``: the torque. The step clips it to [-2, 2] like gymnasium;
+  the vector env with ``validate_actions=True`` refuses values outside it instead.
+
+Reward ``-(angle**2 + 0.1 * theta_dot**2 + 0.001 * torque**2)`` (angle normalised to [-pi, pi));
+never terminates; truncated after ``max_episode_steps`` (200).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.envs.classic_control.utils import verify_number_and_cast
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from gpu_envs import devices
+from gpu_envs.engine import KernelEnv
+from gpu_envs.kernels import pendulum_logic as logic
+from gpu_envs.single import SingleEnv
+from gpu_envs.validation import check_max_episode_steps
+
+_OBS_HIGH = np.array([1.0, 1.0, 8.0], dtype=np.float32)
+_MAX_TORQUE = 2.0
+_DEFAULT_X, _DEFAULT_Y = np.pi, 1.0
+
+
+def reset_bounds(options: dict[str, Any] | None) -> np.ndarray:
+    """``[x_init, y_init]`` from the reset options as gymnasium reads them (defaults pi and 1).
+
+    Each must be a finite number (gymnasium's ``verify_number_and_cast``); the draw is symmetric,
+    uniform in ``[-x_init, x_init] x [-y_init, y_init]``.
+    """
+    options = options or {}
+    bounds = []
+    for key, default in (("x_init", _DEFAULT_X), ("y_init", _DEFAULT_Y)):
+        value = verify_number_and_cast(options[key] if key in options else default)
+        if not math.isfinite(value):
+            raise ValueError(f"options['{key}'] must be a finite number (the start-state bound), got {value!r}")
+        bounds.append(value)
+    return np.array(bounds, dtype=np.float64)
+
+
+def _check_gravity(g) -> float:
+    if isinstance(g, bool) or not isinstance(g, (int, float, np.integer, np.floating)) or not math.isfinite(g):
+        raise ValueError(f"g (gravity) must be a finite real number, got {g!r}")
+    return float(g)
+
+
+class PendulumVectorEnv(KernelEnv, VectorEnv):
+    """``num_envs`` Pendulum-v1 games stepped together on ``device``; tensors in, tensors out.
+
+    Args:
+        num_envs: number of games.
+        device: "cpu", "cuda", "cuda:N" or "auto" (CUDA when usable, else CPU).
+        dtype: state precision, float64 (CPU default, bit-exact with gymnasium) or float32 (CUDA
+            default). Observations are float32 either way; rewards have the state's dtype.
+        max_episode_steps: truncation horizon (0 or None: never truncate).
+        g: gravity (gymnasium's default 10.0).
+        autoreset_mode: ``AutoresetMode`` NEXT_STEP (default), SAME_STEP or DISABLED.
+        render_mode: None or "rgb_array" (``render()`` returns one frame per env).
+        validate_actions: refuse torques outside [-2, 2] (and NaN) before each step; without it the
+            step clips them like gymnasium. Shapes and dtypes are always checked. On CUDA the value
+            check costs one host synchronisation per step.
+
+    Actions are a float tensor of shape [num_envs, 1], used as float32.
+    """
+
+    game = "pendulum"
+    logic = logic
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 30, "autoreset_mode": AutoresetMode.NEXT_STEP}
+
+    def __init__(self, num_envs: int = 1, device: str | torch.device = "cpu", dtype=None,
+                 max_episode_steps: int | None = 200, g: float = 10.0,
+                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+                 render_mode: str | None = None, validate_actions: bool = True):
+        super().__init__(num_envs, device, autoreset_mode=autoreset_mode, render_mode=render_mode,
+                         validate_actions=validate_actions)
+        self.dtype = devices.resolve_dtype(dtype, self.device)
+        self.max_episode_steps = check_max_episode_steps(max_episode_steps)
+        self.g = _check_gravity(g)
+        self.single_observation_space = gym.spaces.Box(-_OBS_HIGH, _OBS_HIGH, dtype=np.float32)
+        self.single_action_space = gym.spaces.Box(-_MAX_TORQUE, _MAX_TORQUE, (1,), dtype=np.float32)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self._consts = logic.make_consts(self.g, devices.torch_to_numpy_dtype(self.dtype))
+        self._bounds = reset_bounds(None)
+        self._build()
+
+    def buffer_layout(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """The state component-major (``state[k, i]``, see ``pendulum_logic``), outputs."""
+        n, real = self.num_envs, devices.torch_to_numpy_dtype(self.dtype)
+        f32, flag = np.dtype(np.float32), np.dtype(np.bool_)
+        return {
+            "state": ((2, n), real), "elapsed": ((n,), np.dtype(np.int32)), "needs_reset": ((n,), flag),
+            "episode": ((n,), np.dtype(np.uint64)), "env_seed": ((n,), np.dtype(np.uint64)),
+            "obs": ((n, 3), f32), "rewards": ((n,), real), "terminated": ((n,), flag),
+            "truncated": ((n,), flag), "final_obs": ((n, 3), f32), "has_final_obs": ((n,), flag),
+        }
+
+    def constants(self) -> tuple[np.ndarray, ...]:
+        return self._consts, self._bounds
+
+    def settings(self) -> tuple:
+        return self.max_episode_steps, self.autoreset_code
+
+    @property
+    def state(self) -> torch.Tensor:
+        """The [num_envs, 2] state (theta, theta_dot): a view, writes go to the envs.
+
+        The kernels store it component-major, so this view is not contiguous (its ``.T`` is).
+        """
+        return self._tensors.state.T
+
+    @state.setter
+    def state(self, value) -> None:
+        value = torch.as_tensor(value, dtype=self.dtype, device=self.device)
+        if value.shape != (self.num_envs, 2):
+            raise ValueError(f"state must have shape ({self.num_envs}, 2), got {tuple(value.shape)}")
+        self._tensors.state.copy_(value.T)
+
+    def apply_reset_options(self, options: dict[str, Any]) -> None:
+        """``x_init``/``y_init``: the bounds of the symmetric start-state draw (gymnasium's options).
+
+        They hold for this reset and the autoresets after it, until the next ``reset()``.
+        """
+        unknown = set(options) - {"x_init", "y_init"}
+        if unknown:
+            raise ValueError(f"unknown reset option(s) {sorted(unknown)}: allowed x_init, y_init, reset_mask")
+        bounds = reset_bounds(options)
+        if not np.array_equal(bounds, self._bounds):
+            self._bounds = bounds
+            self.update_constants()
+
+    @staticmethod
+    def draw_start_state(np_random: np.random.Generator, options: dict[str, Any] | None) -> np.ndarray:
+        """gymnasium's draw: uniform in [-x_init, x_init) x [-y_init, y_init) from ``np_random``."""
+        high = reset_bounds(options)
+        return np_random.uniform(low=-high, high=high)
+
+    @staticmethod
+    def observation_of(state: np.ndarray) -> np.ndarray:
+        """gymnasium's observation ``[cos(theta), sin(theta), theta_dot]`` in float32."""
+        theta, theta_dot = state
+        return np.array([np.cos(theta), np.sin(theta), theta_dot], dtype=np.float32)
+
+    def render_frames(self) -> tuple[np.ndarray, ...]:
+        """One 500x500 frame per env by gymnasium's Pendulum renderer (without the torque arrow)."""
+        from gymnasium.envs.classic_control.pendulum import PendulumEnv as GymPendulum
+
+        renderer = GymPendulum(render_mode="rgb_array")
+        try:
+            frames = []
+            for row in self.state.double().cpu().numpy():
+                renderer.state, renderer.last_u = row, None
+                frames.append(renderer.render())
+            return tuple(frames)
+        finally:
+            renderer.close()
+
+
+class PendulumEnv(SingleEnv):
+    """A single Pendulum-v1 game (NumPy in and out), a drop-in for gymnasium's ``PendulumEnv``:
+    ``reset(seed=s)`` starts where gymnasium's does (see :mod:`gpu_envs.single`), and torques outside
+    [-2, 2] are clipped as gymnasium clips them."""
+
+    vector_class = PendulumVectorEnv
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
+
+    def __init__(self, render_mode: str | None = None, g: float = 10.0):
+        super().__init__(render_mode=render_mode, g=g, validate_actions=False)
+
+    def step(self, action):
+        """One step with the torque ``action`` (shape (1,)), used as float32 like the action space."""
+        return super().step(np.asarray(action, dtype=np.float32))

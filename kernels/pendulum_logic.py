@@ -1,0 +1,162 @@
+"""Pendulum-v1 step logic for one env, written once for every target.
+
+The functions are ``kernel_function``\\ s (see ``targets``): the CPU driver (njit) and the CUDA kernel
+compile them for their own target, and the CUDA simulator runs them as Python. They follow
+gymnasium's ``PendulumEnv.step`` operation by operation (see SPEC-pendulum.md), so a float64 state
+trajectory equals gymnasium's bit for bit; rewards may differ by one float32 ulp of ``u*u`` (gymnasium
+squares the torque with libm's ``powf``).
+
+The state is stored by component, ``state[k, i]`` (k = theta, theta_dot; i = env). The torque is
+float32 (the action space's dtype), and its products use typed float32 constants, as NumPy 2 computes
+``0.001 * u**2`` and ``3.0 * u`` for a float32 ``u``. The other constants come in the ``consts`` array,
+already in the state dtype. The angle is not wrapped in the state; only the cost normalises it.
+"""
+
+import math
+
+import numpy as np
+
+from gpu_envs.kernels.autoreset import NEXT_STEP, SAME_STEP
+from gpu_envs.kernels.rng import uniform01
+from gpu_envs.kernels.targets import cast_like, fmod64, kernel_function
+
+# Layout of the ``consts`` array.
+GRAVITY_TERM, DT, MAX_SPEED, SPEED_COST, PI, TWO_PI = range(6)
+NUM_CONSTS = 6
+
+# Torque arithmetic in float32, as NumPy 2 evaluates it for a float32 action.
+_MAX_TORQUE = np.float32(2.0)
+_TORQUE_COST = np.float32(0.001)
+_TORQUE_GAIN = np.float32(3.0)  # 3.0 / (m * l**2) with m = l = 1
+
+
+def make_consts(g: float, dtype) -> np.ndarray:
+    """The constants of Pendulum-v1 with gravity ``g``, computed as gymnasium computes them, in ``dtype``."""
+    length, dt, max_speed = 1.0, 0.05, 8
+    values = [0.0] * NUM_CONSTS
+    values[GRAVITY_TERM] = 3 * g / (2 * length)
+    values[DT] = dt
+    values[MAX_SPEED] = max_speed
+    values[SPEED_COST] = 0.1
+    values[PI] = np.pi
+    values[TWO_PI] = 2 * np.pi
+    return np.array(values, dtype=dtype)
+
+
+@kernel_function
+def reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds):
+    """Draw env ``i``'s start state uniformly in [-x_init, x_init] x [-y_init, y_init]."""
+    for k in range(2):
+        high = reset_bounds[k]
+        state[k, i] = -high + (high + high) * uniform01(env_seed[i], episode[i], k)
+    episode[i] += np.uint64(1)
+    elapsed[i] = 0
+    needs_reset[i] = False
+
+
+@kernel_function
+def normalized_angle(theta, pi, two_pi):
+    """``((theta + pi) % two_pi) - pi`` with NumPy's remainder (its sign follows the modulus)."""
+    shifted = theta + pi
+    r = cast_like(fmod64(np.float64(shifted), np.float64(two_pi)), shifted)
+    if r != 0 and (r < 0) != (two_pi < 0):
+        r += two_pi
+    return r - pi
+
+
+@kernel_function
+def physics(theta, theta_dot, torque, consts):
+    """One step of gymnasium's pendulum: the next (theta, theta_dot) and the step's cost."""
+    u = torque  # clipped like np.clip: NaN passes through
+    if u < -_MAX_TORQUE:
+        u = -_MAX_TORQUE
+    elif u > _MAX_TORQUE:
+        u = _MAX_TORQUE
+    angle = normalized_angle(theta, consts[PI], consts[TWO_PI])
+    cost = (angle * angle + consts[SPEED_COST] * (theta_dot * theta_dot)) + cast_like(_TORQUE_COST * (u * u), theta)
+    sin_theta = cast_like(math.sin(np.float64(theta)), theta)
+    theta_dot = theta_dot + (consts[GRAVITY_TERM] * sin_theta + cast_like(_TORQUE_GAIN * u, theta)) * consts[DT]
+    if theta_dot < -consts[MAX_SPEED]:
+        theta_dot = -consts[MAX_SPEED]
+    elif theta_dot > consts[MAX_SPEED]:
+        theta_dot = consts[MAX_SPEED]
+    theta = theta + theta_dot * consts[DT]
+    return theta, theta_dot, cost
+
+
+@kernel_function
+def write_obs(i, state, obs):
+    """Env ``i``'s observation ``[cos(theta), sin(theta), theta_dot]``, each rounded to float32 once."""
+    theta = np.float64(state[0, i])
+    obs[i, 0] = math.cos(theta)
+    obs[i, 1] = math.sin(theta)
+    obs[i, 2] = state[1, i]
+
+
+@kernel_function
+def record_step(i, cost, elapsed, needs_reset, max_episode_steps, autoreset_mode,
+                rewards, terminated, truncated, has_final_obs):
+    """Counter, reward and flags of env ``i`` after its physics (the pendulum never terminates).
+
+    An env that NEXT_STEP mode resets on this step (it finished on the previous one) gets reward 0
+    and both flags False, and keeps ``needs_reset`` set for :func:`complete_autoreset`.
+    """
+    resetting = (autoreset_mode == NEXT_STEP) & needs_reset[i]
+    live = not resetting
+    steps = elapsed[i] + 1
+    elapsed[i] = steps
+    is_truncated = live & (max_episode_steps > 0) & (steps >= max_episode_steps)
+    rewards[i] = -cost if live else 0.0
+    terminated[i] = False
+    truncated[i] = is_truncated
+    needs_reset[i] = is_truncated | resetting
+    if autoreset_mode == SAME_STEP:
+        has_final_obs[i] = is_truncated
+
+
+@kernel_function
+def complete_autoreset(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds, autoreset_mode,
+                       obs, truncated, final_obs, has_final_obs):
+    """The resets of env ``i``'s step, after :func:`record_step` and :func:`write_obs` (rare).
+
+    NEXT_STEP: the env still marked ``needs_reset`` but not truncated now is the one resetting.
+    SAME_STEP: an env whose episode ended keeps its last observation in ``final_obs`` and restarts.
+    """
+    if autoreset_mode == NEXT_STEP:
+        if needs_reset[i] and not truncated[i]:
+            reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
+            write_obs(i, state, obs)
+    elif autoreset_mode == SAME_STEP:
+        if has_final_obs[i]:
+            write_obs(i, state, final_obs)
+            reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
+            write_obs(i, state, obs)
+
+
+@kernel_function
+def step_envs(start, stop, state, elapsed, needs_reset, episode, env_seed,
+              obs, rewards, terminated, truncated, final_obs, has_final_obs,
+              actions, consts, reset_bounds, max_episode_steps, autoreset_mode):
+    """Advance envs ``start..stop-1`` by one step under ``autoreset_mode`` and write their outputs.
+
+    Envs about to be reset (NEXT_STEP) are advanced too (no branch on the env's data); the reset
+    overwrites them.
+    """
+    for i in range(start, stop):
+        state[0, i], state[1, i], cost = physics(state[0, i], state[1, i], actions[i, 0], consts)
+        record_step(i, cost, elapsed, needs_reset, max_episode_steps, autoreset_mode,
+                    rewards, terminated, truncated, has_final_obs)
+        write_obs(i, state, obs)
+        complete_autoreset(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds, autoreset_mode,
+                           obs, truncated, final_obs, has_final_obs)
+
+
+@kernel_function
+def reset_envs(start, stop, mask, state, elapsed, needs_reset, episode, env_seed,
+               obs, rewards, terminated, truncated, final_obs, has_final_obs,
+               actions, consts, reset_bounds, max_episode_steps, autoreset_mode):
+    """Start the next episode of the envs ``i`` in ``start..stop-1`` where ``mask[i]``."""
+    for i in range(start, stop):
+        if mask[i]:
+            reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
+            write_obs(i, state, obs)
