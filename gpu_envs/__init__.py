@@ -4,10 +4,12 @@ from gymnasium.envs.registration import register, registry
 
 from gpu_envs import tag_v0
 from gpu_envs.cartpole import CartPoleEnv, CartPoleVectorEnv
+from gpu_envs.pendulum import PendulumEnv, PendulumVectorEnv
 from gpu_envs.tag import TagEnv
 from gpu_envs.wrappers import RecordEpisodeStatistics
 
-__all__ = ["CartPoleEnv", "CartPoleVectorEnv", "RecordEpisodeStatistics", "TagEnv", "tag_v0"]
+__all__ = ["CartPoleEnv", "CartPoleVectorEnv", "PendulumEnv", "PendulumVectorEnv",
+           "RecordEpisodeStatistics", "TagEnv", "tag_v0"]
 __version__ = "0.1.0"
 
 if "gpu_envs/CartPole-v1" not in registry:
@@ -17,6 +19,14 @@ if "gpu_envs/CartPole-v1" not in registry:
         vector_entry_point="gpu_envs.cartpole:CartPoleVectorEnv",
         max_episode_steps=500,
         reward_threshold=475.0,
+    )
+
+if "gpu_envs/Pendulum-v1" not in registry:
+    register(
+        id="gpu_envs/Pendulum-v1",
+        entry_point="gpu_envs.pendulum:PendulumEnv",
+        vector_entry_point="gpu_envs.pendulum:PendulumVectorEnv",
+        max_episode_steps=200,
     )
 
 # Tag: rows are (game, agent) pairs; gym.make_vec only (one row is not a game, so gym.make raises an
