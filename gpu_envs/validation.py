@@ -12,6 +12,7 @@ from gymnasium.vector import AutoresetMode
 
 from gpu_envs.kernels import autoreset
 
+_WIDE_UNSIGNED = frozenset({torch.uint16, torch.uint32, torch.uint64})
 _INTEGER_DTYPES = frozenset({torch.uint8, torch.uint16, torch.uint32, torch.uint64,
                              torch.int8, torch.int16, torch.int32, torch.int64})
 
@@ -139,10 +140,10 @@ def _float_layout(actions, shape: tuple[int, ...], name: str) -> torch.Tensor:
 
 
 def _check_range(tensor: torch.Tensor, upper, name: str) -> None:
-    if tensor.device.type == "cpu":
+    if tensor.device.type == "cpu" or tensor.dtype in _WIDE_UNSIGNED:  # torch cannot compare those on CUDA
         # One compiled, vectorised pass without temporaries; the failing entry is looked up only on error.
         bounds = np.asarray(upper, dtype=np.int64).reshape(-1)
-        if _any_out_of_range(tensor.numpy().reshape(-1, bounds.size), bounds):
+        if _any_out_of_range(tensor.cpu().numpy().reshape(-1, bounds.size), bounds):
             raise_out_of_range(tensor, torch.as_tensor(upper), name)
     else:
         bad = (tensor < 0) | (tensor > torch.as_tensor(upper, device=tensor.device))
@@ -163,8 +164,10 @@ def _any_out_of_range(values, upper):
 
 def raise_out_of_range(tensor: torch.Tensor, upper: torch.Tensor, name: str):
     """Raise a ValueError naming the first entry of ``tensor`` outside ``[0, upper]``."""
-    where = tuple(int(v) for v in ((tensor < 0) | (tensor > upper)).nonzero()[0].tolist())
-    raise ValueError(f"{name}{list(where)} = {int(tensor[where])} is out of range: allowed 0..{_describe(upper)}")
+    values = tensor.detach().cpu().numpy()  # NumPy compares every integer dtype, uint64 included
+    high = upper.detach().cpu().numpy() if isinstance(upper, torch.Tensor) else np.asarray(upper)
+    where = tuple(int(v) for v in np.argwhere((values < 0) | (values > high))[0])
+    raise ValueError(f"{name}{list(where)} = {int(values[where])} is out of range: allowed 0..{_describe(upper)}")
 
 
 def _describe(upper) -> str:
