@@ -46,7 +46,7 @@ def reset_bounds(options: dict[str, Any] | None) -> np.ndarray:
     options = options or {}
     bounds = []
     for key, default in (("x_init", _DEFAULT_X), ("y_init", _DEFAULT_Y)):
-        value = verify_number_and_cast(options[key] if key in options else default)
+        value = verify_number_and_cast(options.get(key, default))
         if not math.isfinite(value):
             raise ValueError(f"options['{key}'] must be a finite number (the start-state bound), got {value!r}")
         bounds.append(value)

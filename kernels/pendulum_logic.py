@@ -15,7 +15,6 @@ already in the state dtype. The angle is not wrapped in the state; only the cost
 import math
 
 import numpy as np
-
 from gpu_envs.kernels.autoreset import NEXT_STEP, SAME_STEP
 from gpu_envs.kernels.rng import uniform01
 from gpu_envs.kernels.targets import cast_like, fmod64, kernel_function
@@ -126,11 +125,10 @@ def complete_autoreset(i, state, elapsed, needs_reset, episode, env_seed, reset_
         if needs_reset[i] and not truncated[i]:
             reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
             write_obs(i, state, obs)
-    elif autoreset_mode == SAME_STEP:
-        if has_final_obs[i]:
-            write_obs(i, state, final_obs)
-            reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
-            write_obs(i, state, obs)
+    elif autoreset_mode == SAME_STEP and has_final_obs[i]:
+        write_obs(i, state, final_obs)
+        reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
+        write_obs(i, state, obs)
 
 
 @kernel_function

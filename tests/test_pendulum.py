@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 from gymnasium.envs.classic_control.pendulum import PendulumEnv as GymPendulum
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import gpu_envs  # noqa: F401 - registers the env ids
 from gpu_envs.pendulum import PendulumEnv, PendulumVectorEnv

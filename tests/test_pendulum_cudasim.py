@@ -29,7 +29,7 @@ def assert_same(expected: torch.Tensor, actual: torch.Tensor, exact: bool, what:
 @pytest.mark.parametrize("mode", ["next_step", "same_step", "disabled"])
 def test_cuda_env_matches_cpu_env_bit_for_bit(dtype, mode):
     exact = devices.simulated_cuda()
-    kwargs = dict(dtype=dtype, max_episode_steps=9, autoreset_mode=mode)
+    kwargs = {"dtype": dtype, "max_episode_steps": 9, "autoreset_mode": mode}
     cpu = PendulumVectorEnv(NUM_ENVS, "cpu", **kwargs)
     gpu = PendulumVectorEnv(NUM_ENVS, "cuda", **kwargs)
     assert gpu.kernel_target == "cuda"
