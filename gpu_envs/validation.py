@@ -28,8 +28,8 @@ AUTORESET_CODES = {
 MAX_SEED = 2**63 - 1
 #: CartPole's step counter is int32.
 MAX_EPISODE_STEPS = 2**31 - 1
-#: CartPole's reset bounds: |low|, |high| <= this keeps one step's squared angular velocity (and so
-#: every state and observation) finite in float32.
+#: CartPole's reset bounds: magnitudes of low and high up to this keep one step's squared angular
+#: velocity (and so every state and observation) finite in float32.
 RESET_BOUND_LIMIT = 2.0**60
 _DEVICE_TYPES = ("cpu", "cuda")
 
