@@ -168,7 +168,8 @@ def check_step_cost(params: "TagParams", num_envs: int = 1) -> None:
     if seconds > MAX_STEP_SECONDS:
         mode = "full" if params.use_full_observation else "partial"
         raise ValueError(
-            f"num_envs={num_envs} games of N={params.num_agents} agents ({mode} observation): one step costs "
+            f"num_envs={num_envs} games of N = num_taggers + num_runners = {params.num_agents} agents ({mode} "
+            f"observation, use_full_observation={params.use_full_observation}): one step costs "
             f"O(num_envs * N**2), about {seconds:.3g} s on one CPU core at {PAIR_SECONDS[params.use_full_observation]:.3g} "
             f"s per agent pair, over the {MAX_STEP_SECONDS:.0f} s limit; use fewer agents or games")
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from gpu_envs import tag_params, validation
+from gpu_envs import TagEnv, tag_params, validation
 from gpu_envs.kernels import tag_logic
 from gpu_envs.tag_params import TagParams
 
@@ -255,17 +255,20 @@ def test_the_float32_constants_of_accepted_parameters_are_finite():
 
 
 @pytest.mark.parametrize("k", [1, 2, 5])
-def test_neighbour_search_ends_and_is_right_at_both_grid_length_limits(k):
-    """The kernel's partial-observation search (run as Python) at L = the accepted low and high ends."""
+def test_partial_observation_works_at_both_grid_length_limits(k):
+    """At L = the accepted low and high ends, the neighbour search ends and observes the k nearest."""
     n = 13
+    rng = np.random.default_rng(k)
+    corners = rng.integers(0, 2, (2, n)).astype(np.float64)  # agents on the corners: the largest distances
+    corners[:, 3] = 0.5
     for length in tag_params.grid_length_range(k):
-        side = np.float32(length)
-        rng = np.random.default_rng(k)
-        x = (rng.integers(0, 2, n) * side).astype(np.float32)  # agents on the corners: the largest distances
-        y = (rng.integers(0, 2, n) * side).astype(np.float32)
-        x[3] = y[3] = side * np.float32(0.5)
-        row, idx, d2 = np.zeros(n, np.float32), np.zeros(k, np.int64), np.zeros(k, np.float32)
-        with np.errstate(over="ignore", under="ignore"):
-            found = tag_logic.nearest_in_game_row(3, x, y, np.ones(n, bool), n, k, side * side, row, idx, d2)
-            exact = sorted((float((x[j] - x[3]) ** 2 + (y[j] - y[3]) ** 2), j) for j in range(n) if j != 3)
-        assert found == k and idx.tolist() == [j for _, j in exact[:k]]
+        xs, ys = (corners * length).tolist()
+        env = TagEnv(1, num_taggers=1, num_runners=n - 1, grid_length=length, use_full_observation=False,
+                     num_other_agents_observed=k, tagging_distance=0.0, starting_location_x=xs,
+                     starting_location_y=ys)
+        obs = env.reset(seed=0)[0][0, 3].numpy()
+        assert np.isfinite(obs).all()
+        seen = np.sort(obs[:k].astype(np.float64) ** 2 + obs[k:2 * k].astype(np.float64) ** 2)
+        others = [j for j in range(n) if j != 3]
+        exact = np.sort(((corners[0, others] - 0.5) ** 2 + (corners[1, others] - 0.5) ** 2) / 2)[:k]
+        np.testing.assert_allclose(seen, exact, rtol=1e-5)
