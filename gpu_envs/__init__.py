@@ -5,7 +5,7 @@ from gymnasium.envs.registration import register, registry
 from gpu_envs import tag_v0
 from gpu_envs.cartpole import CartPoleEnv, CartPoleVectorEnv
 from gpu_envs.pendulum import PendulumEnv, PendulumVectorEnv
-from gpu_envs.tag import TagEnv
+from gpu_envs.tag import TagEnv, TagVectorEnv
 from gpu_envs.wrappers import RecordEpisodeStatistics
 
 __all__ = ["CartPoleEnv", "CartPoleVectorEnv", "PendulumEnv", "PendulumVectorEnv",

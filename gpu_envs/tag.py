@@ -26,7 +26,7 @@ Decisions where the SPEC leaves room (also in the docs):
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import gymnasium as gym
 import numpy as np
@@ -34,22 +34,17 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from gpu_envs import devices
+from gpu_envs.engine import KernelEnv
 from gpu_envs.kernels import tag_logic as logic
-from gpu_envs.kernels.tag_buffers import TagBuffers, buffer_shapes
 from gpu_envs.tag_params import TagParams, is_int
-from gpu_envs.validation import (AUTORESET_CODES, as_action_tensor, as_reset_mask, check_all_reset,
-                                  check_positive_int, parse_autoreset_mode, per_env_seeds)
+from gpu_envs.validation import as_action_tensor, check_action_layout
 
-_TORCH_DTYPES = {
-    np.dtype(np.float32): torch.float32, np.dtype(np.bool_): torch.bool,
-    np.dtype(np.int32): torch.int32, np.dtype(np.uint64): torch.int64,
-}
 _STATE_KEYS = ("x", "y", "heading", "speed", "acceleration", "active", "t")
 TEAMS = ("tagger", "runner")
 
 
 # ------------------------------------------------------------------------------------- the env
-class TagEnv:
+class TagVectorEnv(KernelEnv):
     """``num_envs`` games of Tag stepped together on ``device`` (see the module docstring).
 
     Args:
@@ -59,28 +54,31 @@ class TagEnv:
             actions and gives reward 0), SAME_STEP (the ending step resets at once and puts the last
             observation in ``info["final_obs"]``) or DISABLED (reset finished games yourself with
             ``reset(options={"reset_mask": mask})``).
-        validate_actions: check actions before each step (on CUDA one host synchronisation). When
-            off, an out-of-range index acts as 0 (no change) in the kernel, which sets
-            ``action_error``; on the CPU the step then raises.
+        validate_actions: check action values before each step (on CUDA one host synchronisation);
+            shapes and dtypes are always checked. When off, an out-of-range index acts as 0 (no
+            change) in the kernel, which sets ``action_error``; on the CPU the step then raises.
         render_mode: None or "rgb_array".
-        **params: the SPEC-tag.md parameters by name (see :class:`TagParams`).
+        **params: the SPEC-tag.md parameters by name (see :class:`~gpu_envs.tag_params.TagParams`).
     """
 
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 25}
+    game = "tag"
+    logic = logic
+    cuda_shape = "block"
+    cuda_shared_slots = logic.SHARED_SLOTS
+    #: One Tag env-step is tens of microseconds: threads pay for themselves from two envs on.
+    cpu_block_size = 1
+    cpu_parallel_min_envs = 2
+    env_noun = "game"
+    final_outputs = {"final_obs": "final_obs", "_final_obs": "has_final_obs", "final_active": "final_active"}
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 25, "autoreset_mode": AutoresetMode.NEXT_STEP}
 
     def __init__(self, num_envs: int = 1, device: str | torch.device = "cpu", *,
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
                  validate_actions: bool = True, render_mode: str | None = None, **params: Any):
         self.params = TagParams(**params)
         p = self.params
-        self.num_envs = check_positive_int(num_envs, "num_envs")
-        self.device = devices.resolve_device(device)
-        self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
-        self.render_mode = render_mode
-        self.validate_actions = bool(validate_actions)
-
+        super().__init__(num_envs, device, autoreset_mode=autoreset_mode, render_mode=render_mode,
+                         validate_actions=validate_actions)
         self.num_taggers, self.num_runners, self.num_agents = p.num_taggers, p.num_runners, p.num_agents
         self.episode_length = p.episode_length
         self.taggers = list(range(p.num_taggers))
@@ -91,69 +89,49 @@ class TagEnv:
         self.obs_dim = logic.observation_size(p.num_agents, p.use_full_observation,
                                               p.num_other_agents_observed, p.observe_self)
         self.action_nvec = (p.num_acceleration_levels + 1, p.num_turn_levels + 1)
-
-        self._driver = self._load_driver()
-        self._tensors = self._allocate()
-        self._views = TagBuffers(*[
-            devices.as_uint64_view(t) if name in ("episode", "env_seed") else devices.kernel_view(t)
-            for name, t in zip(TagBuffers._fields, self._tensors)
-        ])
-        self._actions = torch.zeros((self.num_envs, p.num_agents, 2), dtype=torch.int64, device=self.device)
-        self._actions_view = devices.kernel_view(self._actions)
-        fc, ic = logic.make_consts(p)
+        self.single_action_space = gym.spaces.MultiDiscrete(list(self.action_nvec))
+        self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (self.obs_dim,), np.float32)
+        self._fc, self._ic = logic.make_consts(p)
+        self._tables = (logic.action_levels(p.min_acceleration, p.max_acceleration, p.num_acceleration_levels),
+                        logic.action_levels(p.min_turn, p.max_turn, p.num_turn_levels))
         self._start = np.zeros((3, p.num_agents), dtype=np.float32)
         self._start_given = np.zeros(3, dtype=np.bool_)
         for q, values in enumerate((p.starting_location_x, p.starting_location_y, p.starting_directions)):
             if values is not None:
                 self._start[q] = values
                 self._start_given[q] = True
-        self._consts = self._to_kernel(fc, ic,
-                                       logic.action_levels(p.min_acceleration, p.max_acceleration,
-                                                           p.num_acceleration_levels),
-                                       logic.action_levels(p.min_turn, p.max_turn, p.num_turn_levels))
-        self._fc = fc
-        self._start_arrays = self._to_kernel(self._start, self._start_given)
-        self._entropy_seed = int(np.random.SeedSequence().entropy % (2**62))
-        self._seeded = False
-        self._is_reset = False
+        self._user_given = self._start_given.copy()  # the start state the parameters fix
+        self._build()
 
-    # ----------------------------------------------------------------------------- set-up
-    def _load_driver(self):
-        if self.device.type == "cpu":
-            from gpu_envs.kernels import tag_cpu
+    def buffer_layout(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """Agents' state [E, N], the env's counters [E], outputs, and the kNN scratch: one row per
+        worker of an env ([E, 1, K] on the CPU, [E, N, K] on CUDA)."""
+        e, n = self.num_envs, self.num_agents
+        f32, flag, i32 = np.dtype(np.float32), np.dtype(np.bool_), np.dtype(np.int32)
+        scratch = (e, 1 if self.kernel_target == "cpu" else n, max(self.params.num_other_agents_observed, 1))
+        return {
+            "x": ((e, n), f32), "y": ((e, n), f32), "heading": ((e, n), f32), "speed": ((e, n), f32),
+            "acceleration": ((e, n), f32), "active": ((e, n), flag), "t": ((e,), i32),
+            "needs_reset": ((e,), flag), "episode": ((e,), np.dtype(np.uint64)),
+            "env_seed": ((e,), np.dtype(np.uint64)), "obs": ((e, n, self.obs_dim), f32),
+            "rewards": ((e, n), f32), "terminated": ((e,), flag), "truncated": ((e,), flag),
+            "final_obs": ((e, n, self.obs_dim), f32), "final_active": ((e, n), flag),
+            "has_final_obs": ((e,), flag), "tag_count": ((e, n), i32), "action_error": ((e,), flag),
+            "knn_idx": (scratch, i32), "knn_d2": (scratch, f32), "runners_left": ((e,), i32),
+        }
 
-            return tag_cpu
-        from gpu_envs.kernels import tag_cuda
+    def constants(self) -> tuple[np.ndarray, ...]:
+        return (*self._tables, self._start, self._start_given, self._fc, self._ic)
 
-        tag_cuda.check_fits(self.num_agents)
-        return tag_cuda
-
-    def _allocate(self) -> TagBuffers:
-        scratch_rows = 1 if self.device.type == "cpu" else self.num_agents
-        shapes = buffer_shapes(self.num_envs, self.num_agents, self.obs_dim,
-                               self.params.num_other_agents_observed, scratch_rows)
-        return TagBuffers(**{
-            name: torch.zeros(shape, dtype=_TORCH_DTYPES[dtype], device=self.device)
-            for name, (shape, dtype) in shapes.items()
-        })
-
-    def _to_kernel(self, *arrays: np.ndarray) -> tuple:
-        """The arrays as the driver takes them: NumPy on the CPU, device copies on CUDA."""
-        if self.device.type == "cpu":
-            return arrays
-        from numba import cuda
-
-        return tuple(cuda.to_device(a) for a in arrays)
-
-    def _stream_kwargs(self) -> dict:
-        return {} if self.device.type == "cpu" else {"stream": devices.launch_stream(self.device)}
+    def action_layout(self) -> tuple[tuple[int, ...], torch.dtype]:
+        return (self.num_envs, self.num_agents, 2), torch.int64
 
     # ----------------------------------------------------------------------------- live state
     @property
     def state(self) -> dict[str, torch.Tensor]:
         """Live state tensors: x, y, heading, speed, acceleration [E, N] float32, active [E, N]
         bool, t [E] int32. Writes go to the envs."""
-        return {key: getattr(self._tensors, key) for key in _STATE_KEYS}
+        return {key: self._tensors[key] for key in _STATE_KEYS}
 
     @property
     def active(self) -> torch.Tensor:
@@ -177,81 +155,39 @@ class TagEnv:
             raise ValueError(f"team must be one of {TEAMS}, got {team!r}")
         return tensor[:, self.team_slices[team]]
 
-    # ----------------------------------------------------------------------------- API
-    def reset(self, *, seed: int | Sequence[int] | None = None, options: dict[str, Any] | None = None):
-        """Reset all games, or those in ``options["reset_mask"]`` ([E] bool).
+    # ----------------------------------------------------------------------------- engine hooks
+    def default_seed(self) -> int:
+        """The ``seed`` parameter, else fresh entropy."""
+        return self._entropy_seed if self.params.seed is None else self.params.seed
 
-        ``seed=s`` seeds game ``i`` with ``s + i`` (a sequence gives one seed per game); without a
-        seed, the first reset uses the ``seed`` parameter (or fresh entropy). Game ``i``'s start
-        states depend only on its own seed and episode count, not on ``num_envs``.
-        Returns ``(obs, {"active": [E, N] bool})``.
-        """
-        options = dict(options or {})
-        unknown = set(options) - {"reset_mask"}
-        if unknown:
-            raise ValueError(f"unknown reset option(s) {sorted(unknown)}: allowed reset_mask")
-        if "reset_mask" in options:
-            mask = as_reset_mask(options["reset_mask"], self.num_envs, self.device)
-        else:
-            mask = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
-        if seed is None and not self._seeded:
-            seed = self._entropy_seed if self.params.seed is None else self.params.seed
-        if seed is not None:
-            self._seed(mask, seed)
-        fc, ic, _, _ = self._consts
-        start, start_given = self._start_arrays
-        self._driver.reset(self._views, devices.kernel_view(mask), start, start_given, fc, ic,
-                           **self._stream_kwargs())
-        self._tensors.has_final_obs.masked_fill_(mask, False)
-        self._is_reset = True
-        return devices.fresh_copy(self._tensors.obs), {"active": devices.fresh_copy(self._tensors.active)}
-
-    def _seed(self, mask: torch.Tensor, seed) -> None:
-        seeds = per_env_seeds(seed, self.num_envs, self.device, "game")
-        self._tensors.env_seed.copy_(torch.where(mask, seeds, self._tensors.env_seed))
-        self._tensors.episode.masked_fill_(mask, 0)
-        self._seeded = True
+    def seed_envs(self, mask: torch.Tensor, seed) -> torch.Tensor:
+        seeds = super().seed_envs(mask, seed)
         if self.params.reset_mode == "fixed":
             self._draw_fixed_start(int(seeds[0]))
+        return seeds
 
     def _draw_fixed_start(self, seed: int) -> None:
         """``reset_mode="fixed"``: one start state for every game, drawn from stream ``seed``."""
-        from gpu_envs.kernels.tag_cpu import draw_start_state
+        drawn = logic.draw_start_state(seed, self.num_agents, self._fc)
+        self._start[~self._user_given] = drawn[~self._user_given]
+        self._start_given = np.ones(3, dtype=np.bool_)
+        self.update_constants()
 
-        drawn = draw_start_state(seed, self.num_agents, self._fc)
-        given = self._start_given.copy()
-        self._start[~given] = drawn[~given]
-        self._start_arrays = self._to_kernel(self._start, np.ones(3, dtype=np.bool_))
+    def reset_info(self) -> dict[str, Any]:
+        return {"active": devices.fresh_copy(self._tensors.active)}
 
-    def step(self, actions):
-        """Advance every game by one step; ``actions`` is an integer [E, N, 2] tensor/array of
-        (acceleration index, turn index). Returns ``(obs, rewards, terminated, truncated, info)``
-        with ``info["active"]`` [E, N] (and ``final_obs``, ``_final_obs``, ``final_active`` in
-        SAME_STEP mode)."""
-        if not self._is_reset:
-            raise RuntimeError("call reset() before step()")
-        shape = (self.num_envs, self.num_agents, 2)
+    def step_info(self) -> dict[str, Any]:
+        return {"active": devices.fresh_copy(self._tensors.active)}
+
+    def check_actions(self, actions) -> torch.Tensor:
         if self.validate_actions:
-            actions = as_action_tensor(actions, shape, self.device, [v - 1 for v in self.action_nvec])
-            if self.autoreset_mode == AutoresetMode.DISABLED:
-                check_all_reset(self._tensors.needs_reset, "game")
-        else:
-            actions = torch.as_tensor(actions, device=self.device)
-        self._actions.copy_(actions)
-        fc, ic, acc_table, turn_table = self._consts
-        start, start_given = self._start_arrays
-        self._driver.step(self._views, self._actions_view, acc_table, turn_table, start, start_given,
-                          fc, ic, AUTORESET_CODES[self.autoreset_mode], **self._stream_kwargs())
-        if not self.validate_actions and self.device.type == "cpu":
-            self._raise_on_action_error()
-        t = self._tensors
-        info: dict[str, Any] = {"active": devices.fresh_copy(t.active)}
-        if self.autoreset_mode == AutoresetMode.SAME_STEP:
-            info.update(final_obs=devices.fresh_copy(t.final_obs), _final_obs=devices.fresh_copy(t.has_final_obs),
-                        final_active=devices.fresh_copy(t.final_active))
-        return devices.fresh_copy(t.obs), devices.fresh_copy(t.rewards), devices.fresh_copy(t.terminated), devices.fresh_copy(t.truncated), info
+            return as_action_tensor(actions, self._action_shape, self.device, [v - 1 for v in self.action_nvec])
+        return check_action_layout(actions, self._action_shape, self.device)
 
-    def _raise_on_action_error(self) -> None:
+    def after_step(self) -> None:
+        """Without validation on the CPU, report an out-of-range index the kernel met."""
+        if self.validate_actions or self.kernel_target != "cpu":
+            return
         errors = self._tensors.action_error
         if bool(errors.any()):
             ids = errors.nonzero().flatten()[:8].tolist()
@@ -261,7 +197,7 @@ class TagEnv:
                 "(validate_actions=False); the kernel applied 'no change' for it"
             )
 
-    def fetch_episode_states(self, policy: Callable[[torch.Tensor, "TagEnv"], Any] | None = None, *,
+    def fetch_episode_states(self, policy: Callable[[torch.Tensor, "TagVectorEnv"], Any] | None = None, *,
                              seed: int = 0, steps: int | None = None) -> dict[str, Any]:
         """Play one game with this env's parameters (in a private 1-game env) and return its trajectory.
 
@@ -275,7 +211,7 @@ class TagEnv:
         """
         if steps is not None and (not is_int(steps) or steps < 0):
             raise ValueError(f"steps must be an int >= 0 or None, got {steps!r}")
-        env = TagEnv(1, self.device, autoreset_mode=AutoresetMode.DISABLED,
+        env = TagVectorEnv(1, self.device, autoreset_mode=AutoresetMode.DISABLED,
                      **dataclasses.asdict(self.params))
         generator = torch.Generator().manual_seed(int(seed))
         nvec = torch.tensor(self.action_nvec, dtype=torch.int64)
@@ -309,15 +245,11 @@ class TagEnv:
                       episode_length=self.episode_length)
         return result
 
-    def render(self) -> tuple[np.ndarray, ...] | None:
-        """One RGB frame (H, W, 3 uint8) per game when ``render_mode="rgb_array"``."""
-        if self.render_mode is None:
-            gym.logger.warn("render() called without render_mode; pass render_mode='rgb_array'")
-            return None
+    def render_frames(self) -> tuple[np.ndarray, ...]:
         from gpu_envs.tag_rendering import render_tag_frames
 
         return render_tag_frames(self.state, self.num_taggers, self.params.grid_length, self.episode_length)
 
-    def close(self) -> None:
-        """Release the buffers."""
-        self._views = self._tensors = None
+
+#: The name of earlier releases.
+TagEnv = TagVectorEnv

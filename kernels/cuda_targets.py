@@ -49,27 +49,27 @@ def _barrier():
     return lambda: cuda.syncthreads()
 
 
-def _env_rows(e, array, slot):
-    dtype = array.dtype
+def _env_rows(row, slot):
+    dtype = row.dtype
     # Each slot holds 4 bytes per agent: one element of a 4-byte dtype, the first of four of a bool.
     elements_per_agent = SHARED_BYTES_PER_AGENT_SLOT // (1 if isinstance(dtype, types.Boolean) else 4)
 
-    def impl(e, array, slot):
-        n = array.shape[1]
+    def impl(row, slot):
+        n = row.shape[0]
         shared = cuda.shared.array(0, dtype=dtype)
         offset = slot * n * elements_per_agent
         rows = shared[offset:offset + n]
         for a in range(cuda.threadIdx.x, n, cuda.blockDim.x):
-            rows[a] = array[e, a]
+            rows[a] = row[a]
         return rows
 
     return impl
 
 
-def _store_env_rows(e, array, rows):
-    def impl(e, array, rows):
+def _store_env_rows(row, rows):
+    def impl(row, rows):
         for a in range(cuda.threadIdx.x, rows.shape[0], cuda.blockDim.x):
-            array[e, a] = rows[a]
+            row[a] = rows[a]
 
     return impl
 

@@ -1,17 +1,17 @@
-"""Tag (continuous arena) step logic for one agent, written once for every target.
+r"""Tag (continuous arena) step logic, written once for every target.
 
-The functions here are ``targets.kernel_function``s: the CPU driver (njit) and the CUDA kernel each compile
-them for their own target, and the CUDA simulator runs them as Python. Each works on ONE env's
-agents through 1-D arrays of length N (``x, y, heading, speed, acc, active``): rows of the global
-state on the CPU, ``cuda.shared`` copies on the GPU. A step is four phases over the agents, with a
-barrier between phases on the GPU (see SPEC-tag.md for the rules):
+The functions here are ``targets.kernel_function``s: the CPU driver (njit) and the CUDA kernel each
+compile them for their own target, and the CUDA simulator runs them as Python. :func:`step_envs`
+and :func:`reset_envs` are the whole step and reset of a batch of envs, for both drivers. Each env's
+agents are seen through 1-D arrays of length N (``x, y, heading, speed, acc, active``) that
+``targets.env_rows`` gives: rows of the global state on the CPU, copies in shared memory on CUDA.
+A step is four phases over the agents, with a ``targets.barrier`` between phases (see SPEC-tag.md):
 
 1. :func:`move_agent` (acceleration, heading wrap, speed clip, move, walls; returns the base reward),
-2. :func:`select_neighbours` (partial observation: the k nearest, ranked from a row of distances
-   on the CPU, streamed on the GPU) and :func:`observe_agent` (observation from the moved state
-   and the in-game flags before the tags),
-3. :func:`tagger_in_reach` + :func:`tag_runner` for each runner in the game (the driver credits the
-   tagger and counts the runners left, with atomics on the GPU),
+2. :func:`select_neighbours` (partial observation: the k nearest) and :func:`observe_agent`
+   (observation from the moved state and the in-game flags before the tags),
+3. :func:`tagger_in_reach` + :func:`tag_runner` for each runner in the game (the tagger's credit
+   and the count of runners left are ``targets.atomic_add``\ s),
 4. :func:`finalize_reward` (tag rewards of taggers, end-of-game bonus of runners).
 
 Every float is float32 as the SPEC says; cos/sin/sqrt/fmod are taken in float64 and rounded with
@@ -24,10 +24,13 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 
+from gpu_envs.kernels.autoreset import NEXT_STEP, SAME_STEP
 from gpu_envs.kernels.rng import uniform01
-from gpu_envs.kernels.targets import fmod64, kernel_function
+from gpu_envs.kernels.targets import (agent_start, agent_stride, atomic_add, barrier, env_rows, fmod64,
+                                      kernel_function, store_env_rows)
 
 # Layout of the float32 constants ``fc``.
 (GRID_LENGTH, CAP_TAGGER, CAP_RUNNER, MAX_SPEED, EDGE_PENALTY, TAGGER_STEP, RUNNER_STEP,
@@ -243,49 +246,28 @@ def _insert_neighbour(j, d2, count, k, knn_idx, knn_d2):
 
 
 @kernel_function
-def nearest_in_game(i, x, y, active, num_agents, k, knn_idx, knn_d2):
-    """The up-to-``k`` nearest other in-game agents of ``i``, nearest first, ties to the lower id.
-
-    A bounded insertion buffer (``knn_idx``, ``knn_d2``, length >= k): O(N) comparisons with the
-    current k-th squared distance, and an insertion only for the few candidates below it (not a
-    full sort). Candidates come in ascending id order. Returns how many were found. This streaming
-    form needs no scratch beyond the buffer (one GPU thread per agent);
-    :func:`nearest_in_game_row` gives the same result faster on a CPU.
-    """
-    count = 0
-    worst_d2 = _INF
-    for j in range(num_agents):
-        if j == i or not active[j]:
-            continue
-        d2 = squared_distance32(i, j, x, y)
-        if d2 >= worst_d2:
-            continue
-        count = _insert_neighbour(j, d2, count, k, knn_idx, knn_d2)
-        if count == k:
-            worst_d2 = knn_d2[k - 1]
-    return count
-
-
-@kernel_function
-def _count_below(d2_row, active, num_agents, bound):
-    """How many in-game agents have ``d2_row[j] < bound`` (a branch-free count)."""
+def _count_below(i, x, y, active, num_agents, bound):
+    """How many in-game agents other than ``i`` have a squared distance to ``i`` below ``bound``
+    (a branch-free count the compiler vectorises)."""
+    xi = x[i]
+    yi = y[i]
     below = 0
     for j in range(num_agents):
-        below += (d2_row[j] < bound) & active[j]
+        dx = x[j] - xi
+        dy = y[j] - yi
+        below += ((dx * dx + dy * dy) < bound) & active[j] & (j != i)
     return below
 
 
 @kernel_function
-def _select_below(i, active, num_agents, k, bound, d2_row, knn_idx, knn_d2):
-    """The selection of :func:`nearest_in_game` over ``d2_row``, ``bound`` as the first k-th distance.
-
-    Returns ``(count, nan_seen)``; ``nan_seen``: a NaN distance entered the buffer.
-    """
+def _select_below(i, x, y, active, num_agents, k, bound, knn_idx, knn_d2):
+    """The up-to-``k`` nearest in-game agents with a squared distance below ``bound``, in a bounded
+    insertion buffer; returns ``(count, nan_seen)`` (``nan_seen``: a NaN distance entered it)."""
     count = 0
     nan_seen = False
     worst_d2 = bound
     for j in range(num_agents):
-        d2 = d2_row[j]
+        d2 = squared_distance32(i, j, x, y)
         if d2 >= worst_d2 or j == i or not active[j]:
             continue
         nan_seen = nan_seen or d2 != d2
@@ -296,48 +278,37 @@ def _select_below(i, active, num_agents, k, bound, d2_row, knn_idx, knn_d2):
 
 
 @kernel_function
-def nearest_in_game_row(i, x, y, active, num_agents, k, area, d2_row, knn_idx, knn_d2):
-    """:func:`nearest_in_game` with a scratch row ``d2_row`` (length >= N): the same result, faster
-    on a CPU.
+def nearest_in_game(i, x, y, active, num_agents, k, area, knn_idx, knn_d2):
+    """The up-to-``k`` nearest other in-game agents of ``i``, nearest first, ties to the lower id;
+    returns how many were found (their ids in ``knn_idx``).
 
-    1. The squared distances from ``i`` to every agent (the float32 operations of
-       :func:`squared_distance32`) in a branch-free loop the compiler vectorises.
-    2. A bound: a squared distance with at least ``k`` in-game candidates below it, found by
+    1. A bound: a squared distance with at least ``k`` in-game candidates below it, found by
        branch-free counts (a first guess from the density ``candidates / area``, then multiplied
-       by 4 or halved). The ``k`` nearest are all below it, so the selection may skip the rest
-       from the start: without it the first ``k`` candidates, near or far, would all enter the
-       buffer and most be shifted out again.
-    3. The selection of :func:`nearest_in_game` over the row with the bound as the initial k-th
-       distance: most candidates fail that one comparison.
-    With fewer than ``k + 1`` candidates the bound is +inf, and if a NaN distance turns up (only
-    from a NaN or infinite position) the selection is redone with +inf: then the candidates and
-    their tests are exactly those of :func:`nearest_in_game`.
+       by 4 or halved). The ``k`` nearest are all below it.
+    2. A selection in ascending id order into a bounded insertion buffer whose k-th distance starts
+       at the bound, so most candidates fail one comparison and few are inserted (not a full sort).
+    With fewer than ``k + 1`` candidates the bound is +inf; if a NaN distance turns up (only from a
+    NaN or infinite position) the selection is redone with +inf. Needs no scratch beyond the buffer
+    (one GPU thread per agent has no room for a row of distances).
     """
-    xi = x[i]
-    yi = y[i]
-    for j in range(num_agents):
-        dx = x[j] - xi
-        dy = y[j] - yi
-        d2_row[j] = dx * dx + dy * dy
-    d2_row[i] = _INF
     bound = _INF
-    in_reach = _count_below(d2_row, active, num_agents, _INF)
+    in_reach = _count_below(i, x, y, active, num_agents, _INF)
     if in_reach > k:
         bound = np.float32(k + k // 2) * area / np.float32(in_reach)
-        below = _count_below(d2_row, active, num_agents, bound)
+        below = _count_below(i, x, y, active, num_agents, bound)
         while below < k:  # ends: in_reach > k candidates are below +inf
             bound = bound * _FOUR
-            below = _count_below(d2_row, active, num_agents, bound)
+            below = _count_below(i, x, y, active, num_agents, bound)
         while below > 2 * k:
             half = bound * _HALF
-            below_half = _count_below(d2_row, active, num_agents, half)
+            below_half = _count_below(i, x, y, active, num_agents, half)
             if below_half < k:  # ends at the latest when half underflows to 0
                 break
             bound = half
             below = below_half
-    count, nan_seen = _select_below(i, active, num_agents, k, bound, d2_row, knn_idx, knn_d2)
+    count, nan_seen = _select_below(i, x, y, active, num_agents, k, bound, knn_idx, knn_d2)
     if nan_seen and bound < _INF:
-        count, nan_seen = _select_below(i, active, num_agents, k, _INF, d2_row, knn_idx, knn_d2)
+        count, nan_seen = _select_below(i, x, y, active, num_agents, k, _INF, knn_idx, knn_d2)
     return count
 
 
@@ -358,21 +329,15 @@ def _zero_relative(obs_row, columns, c):
 
 
 @kernel_function
-def select_neighbours(i, x, y, active, d2_row, knn_idx, knn_d2, fc, ic):
+def select_neighbours(i, x, y, active, knn_idx, knn_d2, fc, ic):
     """The neighbours agent ``i`` observes in partial mode: their count, ids in ``knn_idx``.
 
-    0 in full mode and when ``i`` is out of the game. ``d2_row`` is scratch: when it can hold N
-    distances (the CPU driver's row per env) :func:`nearest_in_game_row` selects, otherwise
-    (one GPU thread per agent has no room for a row) the streaming :func:`nearest_in_game`.
+    0 in full mode and when ``i`` is out of the game.
     """
-    num_agents = ic[NUM_AGENTS]
     if ic[FULL_OBS] != 0 or not active[i]:
         return 0
-    if d2_row.shape[0] >= num_agents:
-        length = fc[GRID_LENGTH]
-        return nearest_in_game_row(i, x, y, active, num_agents, ic[NUM_OBSERVED], length * length,
-                                   d2_row, knn_idx, knn_d2)
-    return nearest_in_game(i, x, y, active, num_agents, ic[NUM_OBSERVED], knn_idx, knn_d2)
+    length = fc[GRID_LENGTH]
+    return nearest_in_game(i, x, y, active, ic[NUM_AGENTS], ic[NUM_OBSERVED], length * length, knn_idx, knn_d2)
 
 
 @kernel_function
@@ -470,3 +435,178 @@ def finalize_reward(a, rewards, tag_count, active, at_end, fc, ic):
             rewards[a] = rewards[a] + np.float32(count) * fc[TAG_REWARD]
     elif at_end and active[a]:
         rewards[a] = rewards[a] + fc[END_REWARD]
+
+
+# --------------------------------------------------------------------------------- one env's step
+# ``step_envs`` / ``reset_envs`` take the engine's arguments: the buffers of ``gpu_envs.tag`` in
+# order (x, y, heading, speed, acceleration, active, t, needs_reset, episode, env_seed, obs,
+# rewards, terminated, truncated, final_obs, final_active, has_final_obs, tag_count, action_error,
+# knn_idx, knn_d2, runners_left), then actions, acc_table, turn_table, start_state, start_given,
+# fc, ic, autoreset_mode. A worker (the CPU thread of an env, or a CUDA thread) handles the agents
+# ``agent_start(), agent_start() + agent_stride(), ...``; ``barrier`` separates the phases.
+
+@kernel_function
+def _observe_all(e, t, x, y, heading, speed, acc, active, obs, knn_idx, knn_d2, fc, ic):
+    """Every agent's observation of env ``e`` at time ``t`` (each worker its own kNN scratch row)."""
+    slot = min(agent_start(), knn_idx.shape[1] - 1)
+    for a in range(agent_start(), ic[NUM_AGENTS], agent_stride()):
+        found = select_neighbours(a, x, y, active, knn_idx[e, slot], knn_d2[e, slot], fc, ic)
+        observe_agent(a, x, y, heading, speed, acc, active, t, obs[e, a], found, knn_idx[e, slot], fc, ic)
+
+
+@kernel_function
+def _reset_game(e, x, y, heading, speed, acc, active, t, needs_reset, episode, env_seed, obs,
+                tag_count, knn_idx, knn_d2, start_state, start_given, fc, ic):
+    """Start env ``e``'s next episode: agents drawn from (seed, episode), observations at t = 0."""
+    seed = env_seed[e]
+    ep = episode[e]
+    for a in range(agent_start(), ic[NUM_AGENTS], agent_stride()):
+        reset_agent(a, seed, ep, x, y, heading, speed, acc, active, start_state, start_given, fc)
+        tag_count[e, a] = 0
+    barrier()
+    _observe_all(e, 0, x, y, heading, speed, acc, active, obs, knn_idx, knn_d2, fc, ic)
+    if agent_start() == 0:
+        episode[e] = ep + np.uint64(1)
+        t[e] = 0
+        needs_reset[e] = False
+
+
+@kernel_function
+def _advance_game(e, x, y, heading, speed, acc, active, t, needs_reset, obs,
+                  rewards, terminated, truncated, final_obs, final_active, has_final_obs, tag_count,
+                  action_error, knn_idx, knn_d2, runners_left,
+                  actions, acc_table, turn_table, fc, ic, autoreset_mode):
+    """The four phases of env ``e``'s step and its end of game; returns whether the game ended
+    (the same for every worker of the env)."""
+    n = ic[NUM_AGENTS]
+    first = agent_start()
+    stride = agent_stride()
+    t_new = t[e] + 1
+    for a in range(first, n, stride):
+        reward, bad = move_agent(a, x, y, heading, speed, acc, active, actions[e, a, 0], actions[e, a, 1],
+                                 acc_table, turn_table, fc, ic)
+        rewards[e, a] = reward
+        tag_count[e, a] = 0
+        if bad:
+            action_error[e] = True
+    if first == 0:
+        runners_left[e] = 0
+    barrier()
+    _observe_all(e, t_new, x, y, heading, speed, acc, active, obs, knn_idx, knn_d2, fc, ic)
+    barrier()
+    for r in range(ic[NUM_TAGGERS] + first, n, stride):
+        if active[r]:
+            tagger = tagger_in_reach(r, x, y, fc, ic)
+            if tagger >= 0:
+                atomic_add(tag_count[e], tagger, 1)
+                tag_runner(r, speed, acc, active, rewards[e], tag_count[e], fc, ic)
+            if active[r]:
+                atomic_add(runners_left, e, 1)
+    barrier()
+    at_end = t_new >= ic[EPISODE_LENGTH]
+    done = at_end or runners_left[e] == 0
+    for a in range(first, n, stride):
+        finalize_reward(a, rewards[e], tag_count[e], active, at_end, fc, ic)
+        if autoreset_mode == SAME_STEP and done:
+            for d in range(obs.shape[2]):
+                final_obs[e, a, d] = obs[e, a, d]
+            final_active[e, a] = active[a]
+    if first == 0:
+        t[e] = t_new
+        terminated[e] = done
+        truncated[e] = False
+        needs_reset[e] = done
+        if autoreset_mode == SAME_STEP:
+            has_final_obs[e] = done
+    return done
+
+
+@kernel_function
+def step_envs(start, stop, x_all, y_all, heading_all, speed_all, acc_all, active_all, t, needs_reset,
+              episode, env_seed, obs, rewards, terminated, truncated, final_obs, final_active,
+              has_final_obs, tag_count, action_error, knn_idx, knn_d2, runners_left,
+              actions, acc_table, turn_table, start_state, start_given, fc, ic, autoreset_mode):
+    """Advance envs ``start..stop-1`` by one step under ``autoreset_mode``.
+
+    A finished env is reset instead (NEXT_STEP: actions ignored, rewards 0) or left frozen with
+    rewards 0 (DISABLED: stepping a finished env anyway).
+    """
+    for e in range(start, stop):
+        x, y, heading = env_rows(x_all[e], 0), env_rows(y_all[e], 1), env_rows(heading_all[e], 2)
+        speed, acc, active = env_rows(speed_all[e], 3), env_rows(acc_all[e], 4), env_rows(active_all[e], 5)
+        barrier()
+        if needs_reset[e]:  # the same for every worker of the env
+            if autoreset_mode == NEXT_STEP:
+                _reset_game(e, x, y, heading, speed, acc, active, t, needs_reset, episode, env_seed, obs,
+                            tag_count, knn_idx, knn_d2, start_state, start_given, fc, ic)
+                if agent_start() == 0:
+                    terminated[e] = False
+            for a in range(agent_start(), ic[NUM_AGENTS], agent_stride()):
+                rewards[e, a] = _ZERO
+            if agent_start() == 0:
+                truncated[e] = False
+        else:
+            done = _advance_game(e, x, y, heading, speed, acc, active, t, needs_reset, obs, rewards,
+                                 terminated, truncated, final_obs, final_active, has_final_obs, tag_count,
+                                 action_error, knn_idx, knn_d2, runners_left,
+                                 actions, acc_table, turn_table, fc, ic, autoreset_mode)
+            if autoreset_mode == SAME_STEP and done:
+                barrier()
+                _reset_game(e, x, y, heading, speed, acc, active, t, needs_reset, episode, env_seed, obs,
+                            tag_count, knn_idx, knn_d2, start_state, start_given, fc, ic)
+        barrier()
+        _store_rows(e, x_all, y_all, heading_all, speed_all, acc_all, active_all,
+                    x, y, heading, speed, acc, active)
+
+
+@kernel_function
+def reset_envs(start, stop, mask, x_all, y_all, heading_all, speed_all, acc_all, active_all, t,
+               needs_reset, episode, env_seed, obs, rewards, terminated, truncated, final_obs,
+               final_active, has_final_obs, tag_count, action_error, knn_idx, knn_d2, runners_left,
+               actions, acc_table, turn_table, start_state, start_given, fc, ic, autoreset_mode):
+    """Start the next episode of the envs ``e`` in ``start..stop-1`` where ``mask[e]``."""
+    for e in range(start, stop):
+        if mask[e]:  # the same for every worker of the env
+            x, y, heading = env_rows(x_all[e], 0), env_rows(y_all[e], 1), env_rows(heading_all[e], 2)
+            speed, acc, active = env_rows(speed_all[e], 3), env_rows(acc_all[e], 4), env_rows(active_all[e], 5)
+            barrier()
+            _reset_game(e, x, y, heading, speed, acc, active, t, needs_reset, episode, env_seed, obs,
+                        tag_count, knn_idx, knn_d2, start_state, start_given, fc, ic)
+            barrier()
+            _store_rows(e, x_all, y_all, heading_all, speed_all, acc_all, active_all,
+                        x, y, heading, speed, acc, active)
+
+
+@kernel_function
+def _store_rows(e, x_all, y_all, heading_all, speed_all, acc_all, active_all, x, y, heading, speed, acc, active):
+    store_env_rows(x_all[e], x)
+    store_env_rows(y_all[e], y)
+    store_env_rows(heading_all[e], heading)
+    store_env_rows(speed_all[e], speed)
+    store_env_rows(acc_all[e], acc)
+    store_env_rows(active_all[e], active)
+
+
+#: ``env_rows`` slots the CUDA kernel keeps per env in shared memory: x, y, heading, speed,
+#: acceleration, in-game flag.
+SHARED_SLOTS = 6
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _draw_start(seed, start_state, fc):
+    n = start_state.shape[1]
+    given = np.zeros(3, dtype=np.bool_)
+    speed = np.zeros(n, dtype=np.float32)
+    acc = np.zeros(n, dtype=np.float32)
+    active = np.zeros(n, dtype=np.bool_)
+    for a in range(n):
+        reset_agent(a, seed, np.uint64(0), start_state[0], start_state[1], start_state[2], speed, acc, active,
+                    start_state, given, fc)
+
+
+def draw_start_state(seed: int, num_agents: int, fc: np.ndarray) -> np.ndarray:
+    """The start state [3, N] (x, y, heading) that stream ``seed`` draws for its first episode
+    (``reset_mode="fixed"`` hands it to every env)."""
+    start_state = np.zeros((3, num_agents), dtype=np.float32)
+    _draw_start(np.uint64(seed), start_state, fc)
+    return start_state

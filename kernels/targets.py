@@ -9,6 +9,7 @@ block), separates its phases with :func:`barrier`, and updates shared counters w
 """
 
 import math
+import threading
 
 import numpy as np
 from numba import types
@@ -48,9 +49,9 @@ def cast_like_typing(value, like):
 
 def atomic_add(array, index, value):
     """``array[index] += value`` without lost updates between threads; returns the old value."""
-    from numba import cuda  # only the simulator runs this body: use its locked atomic
+    from numba.cuda.simulator.kernelapi import FakeCUDAAtomic  # the simulator's locked atomic
 
-    return cuda.atomic.add(array, index, value)
+    return FakeCUDAAtomic().add(array, index, value)
 
 
 def fmod64(value, modulus):
@@ -58,51 +59,37 @@ def fmod64(value, modulus):
     return math.fmod(value, modulus)
 
 
+# The Python bodies below run in the CUDA simulator, one Python thread per CUDA thread.
 def agent_start():
     """The first agent this worker handles in a phase: 0 on the CPU, the thread index on CUDA."""
-    from numba import cuda
-
-    return cuda.threadIdx.x
+    return threading.current_thread().threadIdx.x
 
 
 def agent_stride():
     """The step between the agents this worker handles: 1 on the CPU, the block size on CUDA."""
-    from numba import cuda
-
-    return cuda.blockDim.x
+    return threading.current_thread()._manager._block_dim[0]
 
 
 def barrier():
     """Wait until every worker of the env finished the phase: nothing on the CPU."""
-    from numba import cuda
-
-    cuda.syncthreads()
+    threading.current_thread().syncthreads()
 
 
-def env_rows(e, array, slot):
-    """Env ``e``'s row of the [E, N] ``array`` for the phases: the row itself on the CPU; on CUDA a
+def env_rows(row, slot):
+    """An env's ``row`` of agents as the phases work on it: the row itself on the CPU; on CUDA a
     copy in slot ``slot`` of the block's shared memory (each worker copies its agents; the caller
     then calls :func:`barrier`)."""
-    return array[e]
+    return row
 
 
-def store_env_rows(e, array, rows):
-    """Write the rows :func:`env_rows` gave back to ``array[e]`` (nothing to do on the CPU)."""
-    start, stride = agent_start(), agent_stride()
-    for a in range(start, rows.shape[0], stride):
-        array[e, a] = rows[a]
+def store_env_rows(row, rows):
+    """Write back to ``row`` the ``rows`` that :func:`env_rows` gave (nothing to do on the CPU)."""
+    for a in range(agent_start(), rows.shape[0], agent_stride()):
+        row[a] = rows[a]
 
 
-def _cpu_constant(value):
-    return lambda *args: lambda *args: value
-
-
-def _cpu_nothing(*args):
-    return lambda *args: None
-
-
-def _cpu_env_rows(e, array, slot):
-    return lambda e, array, slot: array[e]
+def _cpu_env_rows(row, slot):
+    return lambda row, slot: row
 
 
 def _fmod64_cpu(value, modulus):
@@ -122,8 +109,8 @@ def _atomic_add_cpu(array, index, value):
 overload(cast_like, target="cpu", inline="always")(cast_like_typing)
 overload(atomic_add, target="cpu", inline="always")(_atomic_add_cpu)
 overload(fmod64, target="cpu", inline="always")(_fmod64_cpu)
-overload(agent_start, target="cpu", inline="always")(_cpu_constant(0))
-overload(agent_stride, target="cpu", inline="always")(_cpu_constant(1))
-overload(barrier, target="cpu", inline="always")(_cpu_nothing)
+overload(agent_start, target="cpu", inline="always")(lambda: lambda: 0)
+overload(agent_stride, target="cpu", inline="always")(lambda: lambda: 1)
+overload(barrier, target="cpu", inline="always")(lambda: lambda: None)
 overload(env_rows, target="cpu", inline="always")(_cpu_env_rows)
-overload(store_env_rows, target="cpu", inline="always")(_cpu_nothing)
+overload(store_env_rows, target="cpu", inline="always")(lambda row, rows: lambda row, rows: None)

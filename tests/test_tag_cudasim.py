@@ -1,18 +1,18 @@
-"""The Tag CUDA kernels, run in the CUDA simulator (or on a GPU), against the CPU drivers.
+"""Tag's CUDA branch (one block per game, a thread per agent) against the CPU backend, through the env.
 
-Run with ``NUMBA_ENABLE_CUDASIM=1 pytest -m cudasim`` (the variable must be set before Python
-starts). The kernel-level drivers are called with NumPy arrays (the simulator copies them in and
-out; torch has no CUDA there). In the simulator every field must match the CPU bit for bit; on a
-real GPU floats may differ in the last bits (fused multiply-add), integer state must not.
+Runs ``TagVectorEnv(device="cuda")`` under ``NUMBA_ENABLE_CUDASIM=1`` (set before Python starts):
+the simulator runs the kernels' threads, barriers and atomics, and every buffer must equal the CPU
+env's bit for bit. On a real GPU floats may differ in the last bits (FMA contraction, libdevice), so
+there this test compares within a tolerance (the parity checker classifies the near-ties).
 """
 
 import numpy as np
 import pytest
+import torch
 
-from gpu_envs.kernels import tag_cpu, tag_logic
-from gpu_envs.kernels.autoreset import DISABLED, NEXT_STEP, SAME_STEP
-from gpu_envs.kernels.tag_buffers import allocate_numpy
-from gpu_envs.tag_params import TagParams
+from gpu_envs import devices
+from gpu_envs.kernels import cuda as cuda_driver
+from gpu_envs.tag import TagVectorEnv
 
 pytestmark = pytest.mark.cudasim
 
@@ -20,114 +20,83 @@ NUM_ENVS = 3
 SMALL = dict(num_taggers=2, num_runners=5, grid_length=3.0, episode_length=7, tagging_distance=0.15,
              max_acceleration=0.4, min_acceleration=-0.4, num_acceleration_levels=4, num_turn_levels=5,
              edge_hit_penalty=-0.5, step_penalty_for_tagger=-0.1, step_reward_for_runner=0.05)
-EXACT_FIELDS = ("active", "t", "needs_reset", "episode", "terminated", "truncated", "final_active",
-                "has_final_obs", "tag_count", "action_error")
+SCRATCH = ("knn_idx", "knn_d2", "runners_left")  # per-worker scratch: CUDA keeps one row per agent
 
 
-@pytest.fixture(scope="module")
-def tag_cuda():
-    from numba import config
-
-    from gpu_envs.kernels import tag_cuda
-
-    return tag_cuda, bool(config.ENABLE_CUDASIM)
-
-
-class Pair:
-    """The same envs as CPU buffers and as kernel (simulator) buffers, stepped side by side."""
-
-    def __init__(self, params: TagParams, tag_cuda, threads, fixed_start=None):
-        self.cuda, self.threads = tag_cuda, threads
-        self.fc, self.ic = tag_logic.make_consts(params)
-        self.tables = (tag_logic.action_levels(params.min_acceleration, params.max_acceleration,
-                                               params.num_acceleration_levels),
-                       tag_logic.action_levels(params.min_turn, params.max_turn, params.num_turn_levels))
-        n, k = params.num_agents, params.num_other_agents_observed
-        dim = tag_logic.observation_size(n, params.use_full_observation, k, params.observe_self)
-        self.cpu = allocate_numpy(NUM_ENVS, n, dim, k, 1)
-        self.gpu = allocate_numpy(NUM_ENVS, n, dim, k, n)
-        for b in (self.cpu, self.gpu):
-            b.env_seed[:] = np.arange(NUM_ENVS, dtype=np.uint64) + np.uint64(40)
-        if fixed_start is None:
-            self.start, self.given = np.zeros((3, n), np.float32), np.zeros(3, np.bool_)
+def assert_same(cpu: TagVectorEnv, gpu: TagVectorEnv, where: str) -> None:
+    exact = devices.simulated_cuda()
+    gpu_state = gpu.state_snapshot()
+    for name, expected in cpu.state_snapshot().items():
+        if name in SCRATCH:
+            continue
+        actual = gpu_state[name].cpu()
+        if exact or not expected.is_floating_point():
+            assert torch.equal(actual, expected), f"{name} differs at {where}"
         else:
-            self.start, self.given = fixed_start, np.ones(3, np.bool_)
+            np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=0, atol=1e-4, err_msg=name)
 
-    def reset(self, mask):
-        tag_cpu.reset(self.cpu, mask, self.start, self.given, self.fc, self.ic)
-        self.cuda.reset(self.gpu, mask, self.start, self.given, self.fc, self.ic, threads_per_block=self.threads)
 
-    def step(self, actions, mode):
-        tag_cpu.step(self.cpu, actions, *self.tables, self.start, self.given, self.fc, self.ic, mode)
-        self.cuda.step(self.gpu, actions, *self.tables, self.start, self.given, self.fc, self.ic, mode,
-                       threads_per_block=self.threads)
-
-    def assert_equal(self, bit_exact, where):
-        for name in self.cpu._fields:
-            if name.startswith("knn"):
-                continue  # scratch: one row per env on the CPU, per agent on CUDA
-            cpu, gpu = getattr(self.cpu, name), getattr(self.gpu, name)
-            if bit_exact or name in EXACT_FIELDS:
-                np.testing.assert_array_equal(gpu, cpu, err_msg=f"{name} at {where}")
-            else:
-                np.testing.assert_allclose(gpu, cpu, rtol=1e-5, atol=1e-5, err_msg=f"{name} at {where}")
+def pair(monkeypatch, threads, **params):
+    if threads is not None:  # fewer threads than agents: each thread loops over several agents
+        monkeypatch.setattr(cuda_driver, "MAX_THREADS_PER_AGENT_BLOCK", threads)
+    return TagVectorEnv(NUM_ENVS, "cpu", **params), TagVectorEnv(NUM_ENVS, "cuda", **params)
 
 
 @pytest.mark.parametrize("mode, overrides, threads", [
-    (NEXT_STEP, dict(use_full_observation=False, num_other_agents_observed=3, observe_self=True), 3),
-    (SAME_STEP, dict(use_full_observation=True, runner_exits_game_after_tagged=False), None),
-    (SAME_STEP, dict(use_full_observation=False, num_other_agents_observed=7, observe_self=True), 2),
+    ("next_step", dict(use_full_observation=False, num_other_agents_observed=3, observe_self=True), 3),
+    ("same_step", dict(use_full_observation=True, runner_exits_game_after_tagged=False), None),
+    ("same_step", dict(use_full_observation=False, num_other_agents_observed=6, observe_self=True), 2),
 ])
-def test_kernels_match_cpu_drivers(tag_cuda, mode, overrides, threads):
-    kernels, simulated = tag_cuda
-    params = TagParams(**{**SMALL, **overrides})
-    pair = Pair(params, kernels, threads)
-    pair.reset(np.ones(NUM_ENVS, np.bool_))
-    pair.assert_equal(simulated, "reset")
+def test_cuda_env_matches_cpu_env(monkeypatch, mode, overrides, threads):
+    cpu, gpu = pair(monkeypatch, threads, autoreset_mode=mode, **SMALL, **overrides)
+    assert gpu.kernel_target == "cuda"
+    for env in (cpu, gpu):
+        env.reset(seed=11)
+    assert_same(cpu, gpu, "reset")
     rng = np.random.default_rng(5)
     tags = dones = 0
-    for step in range(16):
-        actions = rng.integers(0, (5, 6), size=(NUM_ENVS, params.num_agents, 2)).astype(np.int64)
-        pair.step(actions, mode)
-        pair.assert_equal(simulated, f"step {step}")
-        tags += int(pair.cpu.tag_count[:, params.num_taggers:].sum())
-        dones += int(pair.cpu.terminated.sum())
+    for step in range(14):
+        actions = torch.from_numpy(rng.integers(0, (5, 6), size=(NUM_ENVS, cpu.num_agents, 2)))
+        out_cpu, out_gpu = cpu.step(actions), gpu.step(actions)
+        for a, b in zip(out_cpu[:4], out_gpu[:4]):
+            assert torch.equal(a, b.cpu()) or not devices.simulated_cuda()
+        assert_same(cpu, gpu, f"step {step}")
+        tags += int(cpu.team_view(cpu.tag_count, "runner").sum())
+        dones += int(out_cpu[2].sum())
     assert tags > 0 and dones > 0  # the run covered tags and resets
 
 
-def test_disabled_mode_partial_reset_and_fixed_start(tag_cuda):
-    kernels, simulated = tag_cuda
-    params = TagParams(**{**SMALL, "episode_length": 3})
-    start = tag_cpu.draw_start_state(9, params.num_agents, tag_logic.make_consts(params)[0])
-    pair = Pair(params, kernels, 4, fixed_start=start)
-    pair.reset(np.ones(NUM_ENVS, np.bool_))
-    np.testing.assert_array_equal(pair.gpu.x, np.broadcast_to(start[0], pair.gpu.x.shape))
+def test_disabled_mode_partial_reset_and_fixed_start(monkeypatch):
+    cpu, gpu = pair(monkeypatch, 4, autoreset_mode="disabled", reset_mode="fixed", seed=9,
+                    **{**SMALL, "episode_length": 3})
+    for env in (cpu, gpu):
+        env.reset()
+    assert (gpu.state["x"] == gpu.state["x"][0]).all()
     rng = np.random.default_rng(1)
-    for step in range(5):  # steps 4 and 5 step finished envs: frozen, reward 0, still terminated
-        pair.step(rng.integers(0, 5, size=(NUM_ENVS, params.num_agents, 2)).astype(np.int64), DISABLED)
-        pair.assert_equal(simulated, f"step {step}")
-    assert pair.gpu.terminated.all() and (pair.gpu.rewards == 0).all() and (pair.gpu.t == 3).all()
-    mask = np.array([True, False, True])
-    pair.reset(mask)
-    pair.assert_equal(simulated, "partial reset")
-    assert pair.gpu.t.tolist() == [0, 3, 0] and pair.gpu.episode.tolist() == [2, 1, 2]
+    for env in (cpu, gpu):
+        env.validate_actions = False  # steps 4 and 5 step finished games: frozen, reward 0
+    for step in range(5):
+        actions = torch.from_numpy(rng.integers(0, 5, size=(NUM_ENVS, cpu.num_agents, 2)))
+        cpu.step(actions)
+        gpu.step(actions)
+        assert_same(cpu, gpu, f"step {step}")
+    mask = torch.tensor([True, False, True])
+    for env in (cpu, gpu):
+        env.reset(options={"reset_mask": mask})
+    assert_same(cpu, gpu, "partial reset")
+    assert gpu.state["t"].tolist() == [0, 3, 0]
 
 
-def test_out_of_range_action_is_flagged_not_read(tag_cuda):
-    kernels, simulated = tag_cuda
-    params = TagParams(**SMALL)
-    pair = Pair(params, kernels, None)
-    pair.reset(np.ones(NUM_ENVS, np.bool_))
-    actions = np.zeros((NUM_ENVS, params.num_agents, 2), np.int64)
+def test_out_of_range_action_is_flagged_not_read(monkeypatch):
+    cpu, gpu = pair(monkeypatch, None, validate_actions=False, **SMALL)
+    gpu.reset(seed=0)
+    actions = torch.zeros((NUM_ENVS, gpu.num_agents, 2), dtype=torch.int64)
     actions[1, 4, 1] = 1000
     actions[2, 0, 0] = -3
-    pair.step(actions, NEXT_STEP)
-    pair.assert_equal(simulated, "bad action")
-    assert pair.gpu.action_error.tolist() == [False, True, True]
+    gpu.step(actions)
+    assert gpu.action_error.tolist() == [False, True, True]
 
 
-def test_too_many_agents_for_shared_memory_is_a_clear_error(tag_cuda):
-    kernels, _ = tag_cuda
+def test_too_many_agents_for_shared_memory_is_a_clear_error():
     with pytest.raises(ValueError, match="shared memory"):
-        kernels.check_fits(kernels.MAX_AGENTS + 1)
-    kernels.check_fits(kernels.MAX_AGENTS)
+        TagVectorEnv(1, "cuda", num_runners=5000)
