@@ -1,19 +1,41 @@
-"""Compile every CUDA kernel of gpu-envs to PTX for sm_80 and sm_90, without a GPU.
+"""Compile every game's CUDA kernels to PTX for sm_80 and sm_90, without a GPU.
 
 The CUDA simulator runs kernels as Python and checks no types; compiling to PTX catches typing and
 lowering errors. Needs NVRTC/NVVM (the `ptx` extra). Fails loudly if they cannot be found.
-Each kernel module lists its kernels and launch signatures in ``ptx_signatures()``.
+The launch signatures are the types of the arguments a real env hands its driver: a small CPU env
+of each game (and dtype) is built, and its kernel arguments are typed with ``numba.typeof``.
 """
 
-import importlib
 import sys
 from types import SimpleNamespace
 
+import numba
 import numba.cuda.dispatcher as cuda_dispatcher
-from numba import config, cuda
+import torch
+from numba import config, cuda, types
 
-KERNEL_MODULES = ["gpu_envs.kernels.cartpole_cuda", "gpu_envs.kernels.tag_cuda"]
+from gpu_envs.cartpole import CartPoleVectorEnv
+from gpu_envs.kernels import cuda as cuda_drivers
+from gpu_envs.pendulum import PendulumVectorEnv
+from gpu_envs.tag import TagVectorEnv
+
 COMPUTE_CAPABILITIES = [(8, 0), (9, 0)]
+ENVS = [
+    lambda: CartPoleVectorEnv(4, dtype=torch.float32),
+    lambda: CartPoleVectorEnv(4, dtype=torch.float64),
+    lambda: PendulumVectorEnv(4, dtype=torch.float32),
+    lambda: PendulumVectorEnv(4, dtype=torch.float64),
+    lambda: TagVectorEnv(2, use_full_observation=False, num_other_agents_observed=3),
+]
+
+
+def kernel_signatures(env) -> list[tuple]:
+    """``[(python_function, signature), ...]`` of the env's step and reset kernels."""
+    driver = cuda_drivers.make_driver(env.game, env.logic.step_envs, env.logic.reset_envs,
+                                      env.cuda_shape, env.cuda_shared_slots)
+    args = types.Tuple([numba.typeof(value) for value in env.kernel_args])
+    return [(driver.step_function, (types.int64, args)),
+            (driver.reset_function, (types.int64, types.boolean[::1], args))]
 
 
 def main() -> int:
@@ -21,16 +43,17 @@ def main() -> int:
         print("ptx_check: unset NUMBA_ENABLE_CUDASIM, the simulator cannot compile PTX")
         return 2
     compiled = 0
-    for module_name in KERNEL_MODULES:
-        module = importlib.import_module(module_name)
+    for make_env in ENVS:
+        env = make_env()
         for capability in COMPUTE_CAPABILITIES:
             # Device functions are compiled for the "current device"; with no GPU, answer for it.
             cuda_dispatcher.get_current_device = lambda cc=capability: SimpleNamespace(compute_capability=cc)
-            for pyfunc, signature in module.ptx_signatures():
+            for pyfunc, signature in kernel_signatures(env):
                 ptx, _ = cuda.compile_ptx(pyfunc, signature, cc=capability)
                 assert f".target sm_{capability[0]}{capability[1]}" in ptx
                 compiled += 1
-                print(f"ptx_check: {module_name}.{pyfunc.__name__} sm_{capability[0]}{capability[1]} ok")
+                print(f"ptx_check: {pyfunc.__name__} ({env.__class__.__name__}) "
+                      f"sm_{capability[0]}{capability[1]} ok")
     print(f"ptx_check: {compiled} kernel compilations ok")
     return 0
 

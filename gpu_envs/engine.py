@@ -186,6 +186,12 @@ class KernelEnv:
         self._launch = {} if self.kernel_target == "cpu" else {"num_agents": getattr(self, "num_agents", 1)}
 
     @property
+    def kernel_args(self) -> tuple:
+        """The arguments the kernels get after the env range (and the reset mask), in order:
+        the buffers' kernel views, the actions, the constants, the settings."""
+        return self._kernel_args
+
+    @property
     def autoreset_code(self) -> int:
         """The kernels' integer code of :attr:`autoreset_mode`."""
         return AUTORESET_CODES[self.autoreset_mode]
