@@ -9,6 +9,13 @@ outputs are the game's logic, shared with the CUDA driver.
 
 from __future__ import annotations
 
+import ctypes
+import functools
+import glob
+import hashlib
+import inspect
+import os
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
@@ -24,6 +31,20 @@ def _named(function: Callable, name: str) -> Callable:
     # numba's disk cache is keyed by the function's qualified name: one entry per game and loop.
     function.__name__ = function.__qualname__ = name
     return function
+
+
+def source_digest(logic_function: Callable) -> str:
+    """A digest of the source a driver compiles: the logic's module and the kernels package.
+
+    numba checks only the timestamp of the file that defines a cached function (this one), so the
+    drivers' names carry this digest: editing a game's logic then compiles afresh.
+    """
+    digest = hashlib.sha1()
+    files = {inspect.getsourcefile(logic_function), *glob.glob(os.path.join(os.path.dirname(__file__), "*.py"))}
+    for path in sorted(files):
+        with open(path, "rb") as source:
+            digest.update(source.read())
+    return digest.hexdigest()[:12]
 
 
 def _compile_step(step_envs, block_size: int, name: str, parallel: bool):
@@ -61,6 +82,22 @@ class CPUDriver:
         self.reset_loop(num_envs, mask, args)
 
 
+@functools.cache
+def use_fork_safe_threads() -> None:
+    """Make numba's parallel loops run on TBB when the ``tbb`` wheel is installed (a dependency).
+
+    numba's default GNU OpenMP layer kills a child process that forks after a parallel region has
+    run (``multiprocessing`` with fork, SB3's ``SubprocVecEnv``); TBB is fork-safe. pip puts
+    ``libtbb.so.12`` in ``<prefix>/lib``, where numba does not look: load it first.
+    """
+    for library in sorted(glob.glob(os.path.join(sys.prefix, "lib", "libtbb.so.12*"))):
+        try:
+            ctypes.CDLL(library, mode=ctypes.RTLD_GLOBAL)
+            return
+        except OSError:
+            continue
+
+
 def make_driver(game: str, step_envs, reset_envs, block_size: int, parallel_min_envs: int) -> CPUDriver:
     """The CPU driver of ``game``: a parallel loop from ``parallel_min_envs`` envs on, else serial.
 
@@ -68,10 +105,12 @@ def make_driver(game: str, step_envs, reset_envs, block_size: int, parallel_min_
     logic's passes); below ``parallel_min_envs`` one thread is faster than a parallel region.
     """
     # The loops call the logic with ``*args``, which numba cannot inline: they call it compiled.
+    use_fork_safe_threads()
+    name = f"{game}_{source_digest(step_envs)}"
     step_envs, reset_envs = numba.njit(**_JIT)(step_envs), numba.njit(**_JIT)(reset_envs)
     return CPUDriver(
-        step_serial=_compile_step(step_envs, block_size, f"{game}_step_serial", parallel=False),
-        step_parallel=_compile_step(step_envs, block_size, f"{game}_step_parallel", parallel=True),
-        reset_loop=_compile_reset(reset_envs, f"{game}_reset"),
+        step_serial=_compile_step(step_envs, block_size, f"{name}_step_serial", parallel=False),
+        step_parallel=_compile_step(step_envs, block_size, f"{name}_step_parallel", parallel=True),
+        reset_loop=_compile_reset(reset_envs, f"{name}_reset"),
         parallel_min_envs=parallel_min_envs,
     )

@@ -19,6 +19,7 @@ from typing import Callable
 from numba import cuda
 
 from gpu_envs.kernels import cuda_targets
+from gpu_envs.kernels.cpu import source_digest
 
 THREADS_PER_BLOCK = 256
 #: Most threads of a ``"block"`` launch (agents beyond it are looped over by each thread).
@@ -99,6 +100,6 @@ def make_driver(game: str, step_envs, reset_envs, shape: str = "thread", shared_
         raise ValueError(f"shape must be 'thread' or 'block', got {shape!r}")
     cuda_targets.register()
     make = _thread_kernels if shape == "thread" else _block_kernels
-    step_function, reset_function = make(game, step_envs, reset_envs)
+    step_function, reset_function = make(f"{game}_{source_digest(step_envs)}", step_envs, reset_envs)
     return CUDADriver(step_function, reset_function, cuda.jit(cache=True)(step_function),
                       cuda.jit(cache=True)(reset_function), shape, shared_slots)
