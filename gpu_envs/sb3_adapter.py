@@ -2,8 +2,11 @@
 
 SB3 takes only its own ``VecEnv``: NumPy arrays, SAME_STEP autoreset, and per-env info dicts with
 ``"terminal_observation"`` and ``"TimeLimit.truncated"`` for the envs that finished. ``SB3VecEnv``
-gives that view of ``CartPoleVectorEnv`` or of Tag's parameter-sharing ``TagGymVectorEnv`` (built
-with ``autoreset_mode=SAME_STEP``), copying the step's outputs from the device to the host once::
+gives that view of any single-agent engine env (a :class:`~gpu_envs.engine.KernelEnv` with the
+gymnasium ``VectorEnv`` face: CartPole, Pendulum, an env of your own) with ``Discrete``,
+``MultiDiscrete`` or ``Box`` actions, and of Tag's parameter-sharing ``TagGymVectorEnv``; the env is
+built with ``autoreset_mode=SAME_STEP``, and the step's outputs are copied from the device to the
+host once (rewards as float32, whatever the env's reward dtype)::
 
     from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env import VecMonitor
@@ -16,7 +19,7 @@ A batched env is one object for all its envs, which shapes the attribute and met
 ``get_attr`` answers the batched env's attribute for every index, ``set_attr`` and ``env_method``
 act on the whole batch (a subset of indices is refused), ``env_is_wrapped`` looks through the
 gymnasium vector wrappers around the batched env. ``seed(s)`` gives env ``i`` the seed ``s + i``
-at the next reset (for Tag: game ``e`` gets ``s + e``).
+at the next reset (for Tag: game ``e`` gets ``s + e``); ``s`` must be an int in [0, 2**63 - num_envs].
 
 Tag rows: a runner's row is done on the step it is tagged; until its game ends the row is "dead"
 (observation of an agent out of the game, reward 0, actions ignored), and SB3, which cannot mask
@@ -34,6 +37,8 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 
+from gpu_envs.validation import as_action_tensor, as_box_action_tensor, per_env_seeds
+
 try:
     from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
 except ImportError as error:  # pragma: no cover - depends on the installation
@@ -41,20 +46,22 @@ except ImportError as error:  # pragma: no cover - depends on the installation
         "gpu_envs.sb3_adapter needs stable-baselines3: pip install 'gpu-envs[sb3]'"
     ) from error
 
-_HOST_DTYPES = (torch.float32, torch.bool)
+_CPU = torch.device("cpu")
 
 
 def to_host(*tensors: torch.Tensor) -> list[np.ndarray]:
-    """NumPy arrays of float32/bool ``tensors`` made with one device-to-host transfer.
+    """NumPy arrays of floating or bool ``tensors``, floats as float32, made with one device-to-host transfer.
 
-    On the CPU the arrays are zero-copy views of the tensors. On a GPU the tensors are packed into
-    one float32 buffer on the device, copied once, and unpacked on the host.
+    On the CPU float32 and bool arrays are zero-copy views of the tensors (other floats are cast).
+    On a GPU the tensors are packed into one float32 buffer on the device, copied once, and unpacked
+    on the host.
     """
     for tensor in tensors:
-        if tensor.dtype not in _HOST_DTYPES:
-            raise TypeError(f"to_host takes float32 or bool tensors, got {tensor.dtype}")
+        if not (tensor.is_floating_point() or tensor.dtype == torch.bool):
+            raise TypeError(f"to_host takes floating or bool tensors, got {tensor.dtype}")
     if tensors[0].device.type == "cpu":
-        return [tensor.numpy() for tensor in tensors]
+        return [(tensor if tensor.dtype in (torch.float32, torch.bool) else tensor.to(torch.float32)).numpy()
+                for tensor in tensors]
     return _unpack(_pack(tensors).cpu().numpy(), tensors)
 
 
@@ -77,13 +84,16 @@ class SB3VecEnv(VecEnv):
     """An SB3 ``VecEnv`` view of a batched gymnasium ``VectorEnv`` of ours (torch tensors, SAME_STEP).
 
     Args:
-        env: ``CartPoleVectorEnv`` or ``TagGymVectorEnv`` (possibly inside gymnasium vector
-            wrappers) made with ``autoreset_mode=AutoresetMode.SAME_STEP``.
+        env: a single-agent engine env with the ``VectorEnv`` face (``Discrete``, ``MultiDiscrete``
+            or ``Box`` actions) or ``TagGymVectorEnv``, possibly inside gymnasium vector wrappers,
+            made with ``autoreset_mode=AutoresetMode.SAME_STEP``.
 
-    ``step`` returns ``(obs, rewards, dones, infos)`` as NumPy arrays and a list of dicts. Only the
-    envs that finished get a dict of their own, with ``"terminal_observation"`` (the last
-    observation of the episode) and ``"TimeLimit.truncated"`` (truncated and not terminated); the
-    others share one empty dict per env, allocated once.
+    Actions are checked on the host, where SB3 hands them: integer indices in range, or finite
+    floats of the Box's shape within its bounds (sent to the env as float32); the error names the
+    first bad entry. ``step`` returns ``(obs, rewards, dones, infos)`` as NumPy arrays (rewards
+    float32) and a list of dicts. Only the envs that finished get a dict of their own, with
+    ``"terminal_observation"`` (the last observation of the episode) and ``"TimeLimit.truncated"``
+    (truncated and not terminated); the others share one empty dict per env, allocated once.
     """
 
     def __init__(self, env: VectorEnv):
@@ -94,16 +104,17 @@ class SB3VecEnv(VecEnv):
                 f"(e.g. make_sb3_vec_env(...)); got autoreset_mode={mode!r}"
             )
         space = env.single_action_space
-        if isinstance(space, gym.spaces.Discrete):
-            self._action_low, self._action_high = int(space.start), int(space.start + space.n - 1)
-        elif isinstance(space, gym.spaces.MultiDiscrete):
-            self._action_low, self._action_high = space.start, space.start + space.nvec - 1
-        else:
-            raise TypeError(f"SB3VecEnv takes Discrete or MultiDiscrete action spaces, got {space}")
+        if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
+            if np.any(space.start != 0):
+                raise ValueError(f"SB3VecEnv takes discrete action spaces that start at 0 (as the engine's "
+                                 f"kernels read them), got {space}")
+            self._action_upper = int(space.n) - 1 if isinstance(space, gym.spaces.Discrete) else space.nvec - 1
+        elif not isinstance(space, gym.spaces.Box):
+            raise TypeError(f"SB3VecEnv takes Discrete, MultiDiscrete or Box action spaces, got {space}")
         self._action_shape = (env.num_envs, *space.shape)
         self.env = env
         self.device: torch.device = env.unwrapped.device
-        self._actions: np.ndarray | None = None
+        self._actions: torch.Tensor | None = None
         self._empty_infos: list[dict[str, Any]] = [{} for _ in range(env.num_envs)]
         # VecEnv.__init__ calls get_attr("render_mode"), which needs self.env (set above).
         super().__init__(env.num_envs, env.single_observation_space, env.single_action_space)
@@ -120,20 +131,24 @@ class SB3VecEnv(VecEnv):
         self._reset_options()
         return to_host(obs)[0]
 
+    def seed(self, seed: int | None = None) -> list[int]:
+        """Seed env ``i`` with ``seed + i`` at the next reset (None: a fresh random seed)."""
+        if seed is not None:
+            per_env_seeds(seed, self.num_envs, _CPU)  # a ValueError naming the seed and its rule
+        return super().seed(None if seed is None else int(seed))
+
     def step_async(self, actions: np.ndarray) -> None:
         """Check ``actions`` on the host (no device synchronisation) and keep them for ``step_wait``."""
-        actions = np.asarray(actions)
-        if (actions.shape != self._action_shape or actions.dtype.kind not in "iu"
-                or (actions < self._action_low).any() or (actions > self._action_high).any()):
-            raise ValueError(f"actions must be integers of shape {self._action_shape} in {self.env.action_space}; "
-                             f"got dtype {actions.dtype}, shape {actions.shape}, values {actions.tolist()[:8]}...")
-        self._actions = actions
+        space = self.action_space
+        if isinstance(space, gym.spaces.Box):
+            self._actions = as_box_action_tensor(actions, self._action_shape, _CPU, space.low, space.high)
+        else:
+            self._actions = as_action_tensor(actions, self._action_shape, _CPU, self._action_upper)
 
     def step_wait(self) -> VecEnvStepReturn:
         if self._actions is None:
             raise RuntimeError("step_wait() called without step_async(actions)")
-        actions = torch.from_numpy(np.ascontiguousarray(self._actions))
-        self._actions = None
+        actions, self._actions = self._actions, None
         obs, rewards, terminated, truncated, info = self.env.step(actions)
         obs, final_obs, has_final, rewards, terminated, truncated = to_host(
             obs, info["final_obs"], info["_final_obs"], rewards, terminated, truncated)

@@ -1,5 +1,5 @@
 """stable-baselines3 adapter: SB3's own checks, parity with DummyVecEnv over gymnasium's CartPole,
-the VecEnv attribute API, and a short PPO run."""
+the VecEnv attribute API, host-side action and seed checks (discrete and Box), and a short PPO run."""
 
 import gymnasium as gym
 import numpy as np
@@ -135,8 +135,15 @@ def test_host_copy_packs_float_and_bool_tensors_into_one_buffer():
         np.testing.assert_array_equal(got, tensor.numpy())
     views = to_host(*tensors)
     assert all(np.shares_memory(view, tensor.numpy()) for view, tensor in zip(views, tensors))
-    with pytest.raises(TypeError, match="float32 or bool"):
+    with pytest.raises(TypeError, match="floating or bool"):
         to_host(torch.zeros(2, dtype=torch.int64))
+
+
+def test_host_copy_gives_float64_tensors_as_float32_arrays():
+    rewards = torch.tensor([0.1, -2.5, 1e-9], dtype=torch.float64)
+    (host,) = to_host(rewards)
+    assert host.dtype == np.float32
+    np.testing.assert_array_equal(host, rewards.numpy().astype(np.float32))
 
 
 def test_tag_rows_through_the_adapter():
@@ -168,9 +175,60 @@ def test_ppo_learns_a_little_and_evaluates_through_the_adapter():
     assert 8 <= mean <= 500
 
 
-@pytest.mark.parametrize("actions", [np.array([0, 2]), np.array([0, -1]), np.array([0.0, 1.0]), np.array([0, 1, 1])])
-def test_bad_actions_are_refused_on_the_host(actions):
+@pytest.mark.parametrize(("actions", "error", "message"), [
+    (np.array([0, 2]), ValueError, r"actions\[1\] = 2 is out of range"),
+    (np.array([0, -1]), ValueError, r"actions\[1\] = -1 is out of range"),
+    (np.array([0.0, 1.0]), TypeError, "integer dtype"),
+    (np.array([0, 1, 1]), ValueError, r"shape \(2,\)"),
+    (None, TypeError, "actions must be an integer array"),
+])
+def test_bad_actions_are_refused_on_the_host(actions, error, message):
     venv = make_sb3_vec_env(num_envs=2)
     venv.reset()
-    with pytest.raises(ValueError, match="actions must be integers of shape"):
+    with pytest.raises(error, match=message):
         venv.step(actions)
+
+
+@pytest.mark.parametrize(("actions", "error", "message"), [
+    (np.array([[0.5], [2.5]], np.float32), ValueError, r"actions\[1, 0\] = 2.5 is out of range"),
+    (np.array([[np.nan], [0.0]], np.float32), ValueError, r"actions\[0, 0\] = nan must be finite"),
+    (np.array([[0], [1]]), TypeError, "floating dtype"),
+    (np.zeros(2, np.float32), ValueError, r"shape \(2, 1\)"),
+])
+def test_bad_box_actions_are_refused_on_the_host(actions, error, message):
+    venv = make_sb3_vec_env("gpu_envs/Pendulum-v1", num_envs=2)
+    venv.reset()
+    with pytest.raises(error, match=message):
+        venv.step(actions)
+
+
+def test_box_actions_reach_the_env_as_float32_and_float64_rewards_as_float32():
+    venv = make_sb3_vec_env("gpu_envs/Pendulum-v1", num_envs=3)
+    core = venv.env.unwrapped
+    assert core.dtype == torch.float64
+    venv.seed(4)
+    venv.reset()
+    reference = gpu_envs.PendulumVectorEnv(3)
+    reference.reset(seed=4)
+    actions = np.array([[-2.0], [0.3], [2.0]])  # float64 in: sent as float32
+    obs, rewards, dones, _ = venv.step(actions)
+    ref_obs, ref_rewards, _, _, _ = reference.step(torch.tensor(actions, dtype=torch.float32))
+    assert obs.dtype == rewards.dtype == np.float32
+    np.testing.assert_array_equal(obs, ref_obs.numpy())
+    np.testing.assert_array_equal(rewards, ref_rewards.numpy().astype(np.float32))
+    assert not dones.any()
+
+
+@pytest.mark.parametrize("seed", [True, "7", -1, 1.5, 2**63 - 2])
+def test_seed_is_checked_when_given(seed):
+    venv = make_sb3_vec_env(num_envs=3)
+    with pytest.raises(ValueError, match="seed must be an int"):
+        venv.seed(seed)
+    assert venv.seed(np.int64(2**63 - 3)) == [2**63 - 3, 2**63 - 2, 2**63 - 1]
+
+
+def test_refuses_a_discrete_space_that_does_not_start_at_zero():
+    env = gym.make_vec("gpu_envs/CartPole-v1", num_envs=2, autoreset_mode=AutoresetMode.SAME_STEP)
+    env.unwrapped.single_action_space = gym.spaces.Discrete(2, start=1)
+    with pytest.raises(ValueError, match="start at 0"):
+        SB3VecEnv(env)
