@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import torch
 
@@ -102,6 +104,17 @@ def launch_stream(device: torch.device):
 
 
 _EXTERNAL_STREAMS: dict[int, object] = {}
+
+
+def numba_context(device: torch.device):
+    """A context manager making ``device``'s GPU numba's current one (``cuda:N`` selects GPU N for
+    launches and copies; torch's own ``torch.cuda.device`` does not switch numba's context).
+    Does nothing for the CPU and the simulated device."""
+    if device.type != "cuda":
+        return contextlib.nullcontext()
+    from numba import cuda
+
+    return cuda.gpus[device.index if device.index is not None else torch.cuda.current_device()]
 
 
 def torch_to_numpy_dtype(dtype: torch.dtype) -> np.dtype:

@@ -144,15 +144,20 @@ class KernelEnv:
         self._layout = layout
         self._tensors = Buffers({name: torch.zeros(shape, dtype=_TORCH_STORAGE[np.dtype(dtype)], device=self.device)
                                  for name, (shape, dtype) in layout.items()})
-        self._buffer_views = tuple(self._kernel_view(name) for name in layout)
         self._action_shape, self._action_dtype = self.action_layout()
         self._actions = torch.zeros(self._action_shape, dtype=self._action_dtype, device=self.device)
-        self._actions_view = devices.kernel_view(self._actions)
-        self._driver = self._load_driver()
+        self._make_views()
         self.update_constants()
         self._entropy_seed = int(np.random.SeedSequence().entropy % (2**62))
         self._seeded = False
         self._is_reset = False
+
+    def _make_views(self) -> None:
+        """The kernels' zero-copy views of the buffers and actions (in the GPU's numba context)."""
+        with devices.numba_context(self.device):
+            self._buffer_views = tuple(self._kernel_view(name) for name in self._layout)
+            self._actions_view = devices.kernel_view(self._actions)
+        self._driver = self._load_driver()
 
     def _kernel_view(self, name: str):
         view = devices.kernel_view(self._tensors[name])
@@ -180,8 +185,9 @@ class KernelEnv:
         if self.kernel_target == "cuda":
             from numba import cuda
 
-            stream = devices.launch_stream(self.device)
-            constants = tuple(cuda.to_device(array, stream=stream) for array in constants)
+            with devices.numba_context(self.device):  # copied on the launch stream: no host sync
+                stream = devices.launch_stream(self.device)
+                constants = tuple(cuda.to_device(array, stream=stream) for array in constants)
         self._kernel_args = (*self._buffer_views, self._actions_view, *constants, *self.settings())
         self._launch = {} if self.kernel_target == "cpu" else {"num_agents": getattr(self, "num_agents", 1)}
 
@@ -216,8 +222,9 @@ class KernelEnv:
             seed = self.default_seed()
         if seed is not None:
             self.seed_envs(mask, seed)
-        self._driver.reset(self.num_envs, devices.kernel_view(mask), self._kernel_args,
-                           **self._launch, **self._stream())
+        with devices.numba_context(self.device):
+            self._driver.reset(self.num_envs, devices.kernel_view(mask), self._kernel_args,
+                               **self._launch, **self._stream())
         self._tensors.has_final_obs.masked_fill_(mask, False)
         self._is_reset = True
         return devices.fresh_copy(self._tensors.obs), self.reset_info()
@@ -252,8 +259,12 @@ class KernelEnv:
             raise RuntimeError("call reset() before step()")
         if self.autoreset_mode == AutoresetMode.DISABLED and self.validate_actions:
             check_all_reset(self._tensors.needs_reset, self.env_noun)
-        self._driver.step(self.num_envs, self._kernel_args_with(self.check_actions(actions)),
-                          **self._launch, **self._stream())
+        args = self._kernel_args_with(self.check_actions(actions))
+        if self._on_cpu:
+            self._driver.step(self.num_envs, args, **self._launch, **self._stream())
+        else:
+            with devices.numba_context(self.device):
+                self._driver.step(self.num_envs, args, **self._launch, **self._stream())
         self.after_step()
         t = self._tensors
         obs, rewards, terminated, truncated = (devices.fresh_copy(t[name]) for name in self.step_outputs)
@@ -334,9 +345,7 @@ class KernelEnv:
             return
         self._tensors = Buffers({name: tensor.to(self.device) for name, tensor in state["_tensors"].items()})
         self._actions = state["_actions"].to(self.device)
-        self._buffer_views = tuple(self._kernel_view(name) for name in self._layout)
-        self._actions_view = devices.kernel_view(self._actions)
-        self._driver = self._load_driver()
+        self._make_views()
         self.update_constants()
 
     def __deepcopy__(self, memo: dict) -> KernelEnv:

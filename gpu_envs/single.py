@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from gpu_envs.engine import KernelEnv
+from gpu_envs.validation import per_env_seeds
 
 
 class SingleEnv(gym.Env):
@@ -46,6 +47,8 @@ class SingleEnv(gym.Env):
         self._batch.state = np.asarray(value, dtype=np.float64).reshape(self._batch.state.shape)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        if seed is not None:
+            per_env_seeds(seed, 1, torch.device("cpu"))  # a clear error for a bad seed
         super().reset(seed=seed)
         self._batch.reset(seed=0)
         start = self.vector_class.draw_start_state(self.np_random, options)

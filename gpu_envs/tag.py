@@ -36,7 +36,7 @@ from gymnasium.vector import AutoresetMode
 from gpu_envs import devices
 from gpu_envs.engine import KernelEnv
 from gpu_envs.kernels import tag_logic as logic
-from gpu_envs.tag_params import TagParams, is_int
+from gpu_envs.tag_params import TagParams, check_step_cost, is_int
 from gpu_envs.validation import as_action_tensor, check_action_layout
 
 _STATE_KEYS = ("x", "y", "heading", "speed", "acceleration", "active", "t")
@@ -79,6 +79,7 @@ class TagVectorEnv(KernelEnv):
         p = self.params
         super().__init__(num_envs, device, autoreset_mode=autoreset_mode, render_mode=render_mode,
                          validate_actions=validate_actions)
+        check_step_cost(p, self.num_envs)
         self.num_taggers, self.num_runners, self.num_agents = p.num_taggers, p.num_runners, p.num_agents
         self.episode_length = p.episode_length
         self.taggers = list(range(p.num_taggers))

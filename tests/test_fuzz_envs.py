@@ -280,16 +280,12 @@ def test_cartpole_make_vec(data):
     _cartpole_vector_session(data, env, n, bad_bounds=False, disabled=mode == "disabled")
 
 
-@pytest.mark.xfail(strict=True, reason="engine: CartPoleVectorEnv.__init__ should use "
-                   "validation.check_max_episode_steps ('10' -> bare TypeError, NaN -> bare ValueError, 1.5 -> 1)")
 @FUZZ_XFAIL
 @given(value=st.sampled_from(BAD_EPISODE_STEPS))
 def test_cartpole_bad_max_episode_steps(value):
     attempt(("max_episode_steps",), gym.make_vec, "gpu_envs/CartPole-v1", num_envs=2, max_episode_steps=value)
 
 
-@pytest.mark.xfail(strict=True, reason="engine: CartPoleVectorEnv.reset should pass options['low'/'high'] "
-                   "through validation.check_reset_bounds (NaN/inf bounds give NaN observations today)")
 @FUZZ_XFAIL
 @given(data=st.data())
 def test_cartpole_bad_reset_bounds(data):
@@ -298,8 +294,6 @@ def test_cartpole_bad_reset_bounds(data):
     _cartpole_vector_session(data, env, n, bad_bounds=True, disabled=False)
 
 
-@pytest.mark.xfail(strict=True, reason="engine: CartPoleVectorEnv.step with validate_actions=False should use "
-                   "validation.check_action_layout (today a short, float or meta tensor reaches the kernel)")
 @FUZZ_XFAIL
 @given(data=st.data())
 def test_cartpole_layout_without_action_validation(data):
@@ -333,8 +327,6 @@ def test_cartpole_make_single(data):
                 assert_finite(result[0], shapes=[(4,)])
 
 
-@pytest.mark.xfail(strict=True, reason="engine: CartPoleEnv.reset hands the seed to gymnasium's Env.reset first, "
-                   "which raises gymnasium.error.Error (not ValueError) for -1, 1.5, NaN; check it with per_env_seeds first")
 @FUZZ_XFAIL
 @given(seed=st.sampled_from([s for s, _ in BAD_SEEDS if not isinstance(s, list)]))
 def test_cartpole_make_single_bad_seed(seed):
@@ -375,8 +367,6 @@ def test_tag_env(data):
             assert_finite(*env.state.values())
 
 
-@pytest.mark.xfail(strict=True, reason="engine: TagEnv.step with validate_actions=False should use "
-                   "validation.check_action_layout (today torch.as_tensor + copy_ broadcasts or casts bad layouts)")
 @FUZZ_XFAIL
 @given(data=st.data())
 def test_tag_layout_without_action_validation(data):
@@ -386,8 +376,6 @@ def test_tag_layout_without_action_validation(data):
     attempt(("action",), env.step, make((2, 3, 2), 10))
 
 
-@pytest.mark.xfail(strict=True, reason="engine: TagEnv.__init__ should call tag_params.check_step_cost(params, "
-                   "num_envs) (today a batch whose step takes minutes is accepted)")
 def test_tag_batch_whose_step_takes_minutes_is_refused():
     # 20 games x 50k agents, partial observation: ~125 s a step on one core (and as long for reset);
     # small buffers (only construction runs here).

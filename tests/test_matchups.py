@@ -127,7 +127,8 @@ def test_report_ratios_targets_and_table():
     rows = {line[:34].strip(): line[34:].split() for line in text.splitlines()}
     assert rows["trained taggers vs random runners"] == ["3.000", "±", "0.000"]
     assert rows["random taggers vs trained runners"] == ["1.500", "±", "0.500"]
-    assert "1.500 (target >= 1.500) PASS" in text and "0.750 (target <= 0.667) FAIL" in text
+    assert "1.500 (target >= 1.500): learning benchmark target met" in text
+    assert "0.750 (target <= 0.667): learning benchmark target not met" in text
 
 
 def test_cli_prints_the_table_and_writes_json(checkpoint, tmp_path, capsys):

@@ -140,7 +140,9 @@ def test_cli_plays_a_checkpoint_on_its_env(tmp_path):
         "policy.runner.model.fc_dims=[8]", "policy.tagger.model.fc_dims=[8]"]))
     env = TagEnv(**config.env)
     networks = {tag: ActorCritic(env.obs_dim, env.action_nvec, p.model) for tag, p in config.policy.items()}
-    save_checkpoint({"config": config.to_dict(), "spaces": {"obs_dim": env.obs_dim, "action_nvec": env.action_nvec},
+    save_checkpoint({"iteration": 0, "env_step": 0, "num_iterations": 1, "best_eval": None,
+                     "counters": {"total_episodes": 0, "train_seconds": 0.0, "evaluations": 0}, "sampler": {}, "rng": {},
+                     "config": config.to_dict(), "spaces": {"obs_dim": env.obs_dim, "action_nvec": env.action_nvec},
                      "policies": {tag: {"model": n.state_dict(), "optimizer": None} for tag, n in networks.items()}},
                     tmp_path / "c.pth.tar")
     out = tmp_path / "trained.gif"
