@@ -2,7 +2,7 @@
 
 Shape (the original GPU framework's run config, plus PPO and evaluation fields with defaults)::
 
-    name: cartpole | tag | tag_continuous      # the game
+    name: cartpole | pendulum | tag | tag_continuous  # the game
     env: {...}                                  # keyword arguments of the game's env
     trainer: {num_envs, train_batch_size, num_episodes, total_timesteps, seed, accelerator, ...}
     policy:
@@ -185,11 +185,12 @@ class EvaluationConfig:
 
 
 GAMES = {"cartpole": "cartpole", "cartpole-v1": "cartpole", "gpu_envs/cartpole-v1": "cartpole",
-         "tag": "tag", "tag_continuous": "tag", "tag-v0": "tag", "gpu_envs/tag-v0": "tag"}
+         "tag": "tag", "tag_continuous": "tag", "tag-v0": "tag", "gpu_envs/tag-v0": "tag",
+         "pendulum": "pendulum", "pendulum-v1": "pendulum", "gpu_envs/pendulum-v1": "pendulum"}
 
 
 def game_of(name: str) -> str:
-    """The game ("cartpole" or "tag") a config ``name`` or env id designates."""
+    """The game ("cartpole", "pendulum" or "tag") a config ``name`` or env id designates."""
     try:
         return GAMES[name.lower()]
     except KeyError:
