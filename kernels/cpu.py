@@ -98,11 +98,13 @@ def use_fork_safe_threads() -> None:
             continue
 
 
+@functools.cache
 def make_driver(game: str, step_envs, reset_envs, block_size: int, parallel_min_envs: int) -> CPUDriver:
     """The CPU driver of ``game``: a parallel loop from ``parallel_min_envs`` envs on, else serial.
 
     ``block_size`` envs form one call of ``step_envs`` (a block's arrays stay in cache across the
     logic's passes); below ``parallel_min_envs`` one thread is faster than a parallel region.
+    Made once per process and game: every env of the game shares its compiled loops.
     """
     # The loops call the logic with ``*args``, which numba cannot inline: they call it compiled.
     use_fork_safe_threads()

@@ -13,6 +13,7 @@ Kernels are cached on disk (``cache=True``) like the CPU loops. Arguments are de
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -93,6 +94,7 @@ class CUDADriver:
         self.reset_kernel[self._launch_config(num_envs, num_agents, stream)](num_envs, mask, args)
 
 
+@functools.cache
 def make_driver(game: str, step_envs, reset_envs, shape: str = "thread", shared_slots: int = 0) -> CUDADriver:
     """The CUDA driver of ``game`` (``shape``: ``"thread"`` or ``"block"``; ``shared_slots``: the
     number of ``env_rows`` slots the logic uses per env in a ``"block"`` launch)."""
