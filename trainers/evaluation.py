@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from gpu_envs.trainers.policy import greedy_actions
+from gpu_envs.trainers.policy import action_dtype, greedy_actions
 from gpu_envs.trainers.rollout import PolicyGroup
 
 EVAL_SEED_OFFSET = 1_000_003  # evaluation envs are seeded with the run's seed + this (+ rank * envs)
@@ -40,7 +40,7 @@ class Evaluator:
         self.game, self.groups = game, groups
         device = game.active.device
         self.actions = torch.zeros((game.num_envs, game.num_agents, len(game.action_nvec)),
-                                   dtype=torch.int64, device=device)
+                                   dtype=action_dtype(game.action_nvec), device=device)
         self.returns = torch.zeros((game.num_envs, game.num_agents), dtype=torch.float64, device=device)
         self.lengths = torch.zeros(game.num_envs, dtype=torch.float64, device=device)
         self.seed = seed
@@ -155,7 +155,8 @@ def record_video(game, groups: list[PolicyGroup], path: Path, fps: float = 50, s
     if path.suffix.lower() not in VIDEO_SUFFIXES:
         path = path.with_suffix(".mp4" if importlib.util.find_spec("imageio_ffmpeg") else ".gif")
     device = game.active.device
-    actions = torch.zeros((game.num_envs, game.num_agents, len(game.action_nvec)), dtype=torch.int64, device=device)
+    actions = torch.zeros((game.num_envs, game.num_agents, len(game.action_nvec)), dtype=action_dtype(game.action_nvec),
+                          device=device)
     obs = game.reset(seed)
     frames = [game.render()]
     for _ in range(game.episode_length):

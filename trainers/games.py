@@ -1,10 +1,12 @@
 """The games the trainer runs, behind one batched multi-agent face.
 
-Every game is seen as ``num_envs`` envs of ``num_agents`` agents with MultiDiscrete actions:
-observations [E, N, obs_dim], actions [E, N, H], rewards [E, N], per-env ``terminated`` and
-``truncated`` [E], and ``active`` [E, N] (agents still in the game). CartPole is the case N = 1,
-H = 1. Both envs run with NEXT_STEP autoreset and without action validation (the trainer samples
-valid actions on the device).
+Every game is seen as ``num_envs`` envs of ``num_agents`` agents: observations [E, N, obs_dim],
+actions [E, N, H], rewards [E, N], per-env ``terminated`` and ``truncated`` [E], and ``active``
+[E, N] (agents still in the game). Actions are MultiDiscrete (``action_nvec`` of ints, int64
+actions) or Box (``action_nvec`` a ``ContinuousActions``, float32 actions). CartPole is the case
+N = 1, H = 1; Pendulum is N = 1 with one continuous action dim, clipped here to the env's bounds.
+The envs run with NEXT_STEP autoreset and without action validation (the trainer samples valid
+actions on the device).
 """
 
 from __future__ import annotations
@@ -14,10 +16,48 @@ from typing import Any
 import torch
 
 from gpu_envs.trainers.config import ConfigError, game_of
+from gpu_envs.trainers.policy import ContinuousActions
 
 
-class CartPoleGame:
+class _OneAgentGame:
+    """A gymnasium vector env seen as one agent per env (``self.env``, set by the subclass)."""
+
+    title = ""
+
+    def _init_agents(self, num_envs: int, device: torch.device, episode_length: int) -> None:
+        self.num_envs, self.num_agents = num_envs, 1
+        self.obs_dim = self.env.single_observation_space.shape[0]
+        self.episode_length = self.env.max_episode_steps or episode_length
+        self.active = torch.ones((num_envs, 1), dtype=torch.bool, device=device)
+
+    def default_agent_map(self, tags: list[str]) -> dict[str, list[int]]:
+        if len(tags) != 1:
+            raise ConfigError(f"policy: {self.title} has one agent per env, so exactly one policy; got {tags}")
+        return {tags[0]: [0]}
+
+    def reset(self, seed: int | None) -> torch.Tensor:
+        obs, _ = self.env.reset(seed=seed)
+        return obs.unsqueeze(1)
+
+    def step(self, actions: torch.Tensor):
+        obs, rewards, terminated, truncated, _ = self.env.step(self._env_actions(actions))
+        return obs.unsqueeze(1), rewards.unsqueeze(1), terminated, truncated, self.active
+
+    def _env_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        """The env's actions from the trainer's [E, 1, H]."""
+        raise NotImplementedError
+
+    def render(self):
+        return self.env.render()[0]
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class CartPoleGame(_OneAgentGame):
     """``gpu_envs.CartPoleVectorEnv`` seen as one agent per env."""
+
+    title = "CartPole"
 
     def __init__(self, num_envs: int, device: torch.device, env_kwargs: dict[str, Any],
                  render_mode: str | None = None):
@@ -28,29 +68,39 @@ class CartPoleGame:
                                          validate_actions=False, render_mode=render_mode, **env_kwargs)
         except TypeError as error:
             raise ConfigError(f"env: {error}") from None
-        self.num_envs, self.num_agents = num_envs, 1
-        self.obs_dim, self.action_nvec = 4, (2,)
-        self.episode_length = self.env.max_episode_steps or 500
-        self.active = torch.ones((num_envs, 1), dtype=torch.bool, device=device)
+        self._init_agents(num_envs, device, 500)
+        self.action_nvec = (2,)
 
-    def default_agent_map(self, tags: list[str]) -> dict[str, list[int]]:
-        if len(tags) != 1:
-            raise ConfigError(f"policy: CartPole has one agent per env, so exactly one policy; got {tags}")
-        return {tags[0]: [0]}
+    def _env_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        return actions[:, 0, 0]
 
-    def reset(self, seed: int | None) -> torch.Tensor:
-        obs, _ = self.env.reset(seed=seed)
-        return obs.unsqueeze(1)
 
-    def step(self, actions: torch.Tensor):
-        obs, rewards, terminated, truncated, _ = self.env.step(actions[:, 0, 0])
-        return obs.unsqueeze(1), rewards.unsqueeze(1), terminated, truncated, self.active
+class PendulumGame(_OneAgentGame):
+    """``gpu_envs.PendulumVectorEnv`` seen as one agent per env with a Gaussian-headed torque.
 
-    def render(self):
-        return self.env.render()[0]
+    ``step`` clips the sampled torques to the action space's bounds (the log-probabilities stay
+    those of the unclipped draws, as in CleanRL), so the env never sees an out-of-range action.
+    """
 
-    def close(self) -> None:
-        self.env.close()
+    title = "Pendulum"
+
+    def __init__(self, num_envs: int, device: torch.device, env_kwargs: dict[str, Any],
+                 render_mode: str | None = None):
+        from gpu_envs.pendulum import PendulumVectorEnv
+
+        try:
+            self.env = PendulumVectorEnv(num_envs, device=device, autoreset_mode="next_step",
+                                         validate_actions=False, render_mode=render_mode, **env_kwargs)
+        except TypeError as error:
+            raise ConfigError(f"env: {error}") from None
+        self._init_agents(num_envs, device, 200)
+        space = self.env.single_action_space
+        self.action_nvec = ContinuousActions(space.shape[0])
+        self._low = torch.as_tensor(space.low, device=device)
+        self._high = torch.as_tensor(space.high, device=device)
+
+    def _env_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        return torch.clamp(actions[:, 0], self._low, self._high)
 
 
 class TagGame:
@@ -101,5 +151,5 @@ class TagGame:
 def make_game(name: str, num_envs: int, device: torch.device, env_kwargs: dict[str, Any],
               render_mode: str | None = None):
     """The game of config ``name`` with ``num_envs`` envs on ``device``."""
-    kind = {"cartpole": CartPoleGame, "tag": TagGame}[game_of(name)]
+    kind = {"cartpole": CartPoleGame, "pendulum": PendulumGame, "tag": TagGame}[game_of(name)]
     return kind(num_envs, device, dict(env_kwargs), render_mode)

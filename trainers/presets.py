@@ -1,4 +1,4 @@
-"""Bundled run configs: ``cartpole`` (tuned for fast CPU learning) and ``tag`` (the seed config).
+"""Bundled run configs: ``cartpole`` and ``pendulum`` (tuned for fast CPU learning) and ``tag`` (the seed config).
 
 Each preset is plain data in the ``RunConfig`` shape; ``preset(name)`` returns a fresh deep copy.
 """
@@ -49,6 +49,44 @@ CARTPOLE = dict(
 )
 
 
+# Pendulum-v1 with the Gaussian head, tuned like CARTPOLE for wall-clock on a small CPU: many envs
+# with short rollouts, few large minibatches, rl-zoo's discounting for Pendulum (gamma 0.9, GAE 0.95)
+# and no entropy bonus. Stops at a greedy evaluation mean >= -250 (10 seeded episodes).
+PENDULUM = dict(
+    name="pendulum",
+    env=dict(max_episode_steps=200),
+    trainer=dict(
+        num_envs=128,
+        train_batch_size=128 * 16,
+        num_episodes=1000,
+        total_timesteps=300_000,
+        seed=1,
+        accelerator="cpu",
+        torch_threads=1,
+        compile=True,
+    ),
+    policy=dict(
+        agent=dict(
+            to_train=True,
+            algorithm="PPO",
+            gamma=0.9,
+            lr=0.001,
+            gae_lambda=0.95,
+            vf_loss_coeff=0.5,
+            entropy_coeff=0.0,
+            clip_param=0.2,
+            update_epochs=10,
+            num_minibatches=4,
+            anneal_lr=True,
+            model=dict(type="fully_connected", fc_dims=[64, 64], model_ckpt_filepath=""),
+        ),
+    ),
+    saving=dict(metrics_log_freq=10, model_params_save_freq=100, basedir="experiments",
+                name="pendulum_ppo", tag="example"),
+    evaluation=dict(eval_freq=2, num_episodes=10, stop_value=-250.0),
+)
+
+
 def _seed_policy(lr: float) -> dict:
     """A policy block of the seed Tag config (the two teams differ in learning rate only)."""
     return dict(to_train=True, algorithm="A2C", gamma=0.98, lr=lr,
@@ -86,11 +124,11 @@ TAG = dict(
     evaluation=dict(eval_freq=50, num_episodes=10),
 )
 
-PRESETS = {"cartpole": CARTPOLE, "tag": TAG}
+PRESETS = {"cartpole": CARTPOLE, "pendulum": PENDULUM, "tag": TAG}
 
 
 def preset(name: str) -> dict:
-    """A fresh copy of the preset ``name`` ("cartpole" or "tag")."""
+    """A fresh copy of the preset ``name`` ("cartpole", "pendulum" or "tag")."""
     if name not in PRESETS:
         raise KeyError(f"unknown preset {name!r}; available: {', '.join(PRESETS)}")
     return copy.deepcopy(PRESETS[name])

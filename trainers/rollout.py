@@ -13,7 +13,7 @@ from typing import Callable
 import torch
 
 from gpu_envs.trainers.config import PolicyConfig
-from gpu_envs.trainers.policy import log_prob
+from gpu_envs.trainers.policy import action_dtype, log_prob
 from gpu_envs.trainers.timing import PhaseTimer
 
 
@@ -53,11 +53,11 @@ class RolloutBuffer:
 
     @classmethod
     def allocate(cls, steps: int, envs: int, agents: int, obs_dim: int, heads: int,
-                 device: torch.device) -> "RolloutBuffer":
+                 device: torch.device, actions_dtype: torch.dtype = torch.int64) -> "RolloutBuffer":
         def zeros(*shape, dtype=torch.float32):
             return torch.zeros(shape, dtype=dtype, device=device)
 
-        return cls(obs=zeros(steps, envs, agents, obs_dim), actions=zeros(steps, envs, agents, heads, dtype=torch.int64),
+        return cls(obs=zeros(steps, envs, agents, obs_dim), actions=zeros(steps, envs, agents, heads, dtype=actions_dtype),
                    log_probs=zeros(steps, envs, agents), values=zeros(steps, envs, agents),
                    rewards=zeros(steps, envs, agents), valid=zeros(steps, envs, agents),
                    terminated=zeros(steps, envs, agents), done=zeros(steps, envs, agents),
@@ -76,10 +76,10 @@ class Collector:
         self.sampler, self.timer = sampler, timer
         device = game.active.device
         envs, agents = game.num_envs, game.num_agents
-        heads = len(game.action_nvec)
-        self.buffers = {g.tag: RolloutBuffer.allocate(num_steps, envs, g.num_agents, game.obs_dim, heads, device)
+        heads, dtype = len(game.action_nvec), action_dtype(game.action_nvec)
+        self.buffers = {g.tag: RolloutBuffer.allocate(num_steps, envs, g.num_agents, game.obs_dim, heads, device, dtype)
                         for g in groups}
-        self.actions = torch.zeros((envs, agents, heads), dtype=torch.int64, device=device)
+        self.actions = torch.zeros((envs, agents, heads), dtype=dtype, device=device)
         self.env_reset = torch.zeros((num_steps, envs), dtype=torch.bool, device=device)
         self.env_done = torch.zeros((num_steps, envs), dtype=torch.bool, device=device)
         self.rewards = torch.zeros((num_steps, envs, agents), dtype=torch.float32, device=device)

@@ -1,8 +1,11 @@
-"""Action sampling from MultiDiscrete logits on the device: torch's ``Categorical`` or a Numba kernel.
+"""Action sampling from the policy's logits on the device: torch's generator or a Numba kernel.
 
-Both samplers map logits [B, sum(nvec)] to actions [B, H] (int64) without a host synchronisation.
-The Numba sampler (CPU only) draws with the counter-based RNG of ``gpu_envs.kernels.rng``: draw
-``b * H + h`` of call ``counter`` of stream ``seed``, so its results depend on nothing else.
+Both samplers map logits [B, sum(nvec)] to actions [B, H] without a host synchronisation: int64
+category indices for MultiDiscrete heads, float32 Gaussian draws ``mean + std * N(0, 1)`` for
+``ContinuousActions`` (unclipped: the game clips them to its bounds, the log-probability is the
+draw's). The Numba sampler (CPU only) draws with the counter-based RNG of ``gpu_envs.kernels.rng``:
+draw ``b * H + h`` (two draws ``2 * (b * H + h)`` and the next for a Gaussian) of call ``counter``
+of stream ``seed``, so its results depend on nothing else.
 ``time_samplers`` measures both; the trainer uses the one named in ``trainer.action_sampler``.
 """
 
@@ -17,10 +20,12 @@ import torch
 from torch.distributions import Categorical
 
 from gpu_envs.kernels.rng import uniform01
+from gpu_envs.trainers.policy import action_dtype, gaussian_parameters, is_continuous
 
 
 class TorchSampler:
-    """``torch.distributions.Categorical(logits=...).sample()`` per head, on the logits' device."""
+    """``torch.distributions.Categorical(logits=...).sample()`` per head, or ``torch.randn`` for a
+    Gaussian, on the logits' device."""
 
     name = "torch"
 
@@ -28,6 +33,9 @@ class TorchSampler:
         del seed  # draws come from torch's generator, seeded by fabric.seed_everything
 
     def __call__(self, logits: torch.Tensor, nvec: Sequence[int]) -> torch.Tensor:
+        if is_continuous(nvec):
+            mean, log_std = gaussian_parameters(logits)
+            return torch.addcmul(mean, log_std.exp(), torch.randn_like(mean))
         parts = logits.split(tuple(nvec), dim=-1)
         return torch.stack([Categorical(logits=p, validate_args=False).sample() for p in parts], dim=-1)
 
@@ -63,8 +71,21 @@ def _sample_kernel(logits, offsets, seed, counter, out):
             out[b, h] = choice
 
 
+@numba.njit(cache=True)
+def _normal_kernel(params, seed, counter, out):
+    """Box-Muller draws ``mean + exp(log_std) * z`` from Gaussian parameters [B, 2 * D] into ``out`` [B, D]."""
+    rows, dims = out.shape
+    for b in range(rows):
+        for d in range(dims):
+            draw = np.uint64(2 * (b * dims + d))
+            radius = np.sqrt(-2.0 * np.log(1.0 - uniform01(seed, counter, draw)))
+            z = radius * np.cos(2.0 * np.pi * uniform01(seed, counter, draw + np.uint64(1)))
+            out[b, d] = params[b, d] + np.exp(np.float64(params[b, dims + d])) * z
+
+
 class NumbaSampler:
-    """The njit inverse-CDF kernel over the logits (softmax inside the kernel; CPU tensors only)."""
+    """The njit inverse-CDF kernel over the logits (softmax inside the kernel), or the Box-Muller
+    kernel for a Gaussian head; CPU tensors only."""
 
     name = "numba"
 
@@ -76,15 +97,21 @@ class NumbaSampler:
     def __call__(self, logits: torch.Tensor, nvec: Sequence[int]) -> torch.Tensor:
         if logits.device.type != "cpu":
             raise ValueError("the numba action sampler runs on the CPU only; use action_sampler='torch'")
+        params = logits.detach().contiguous().numpy()
+        out = torch.empty((logits.shape[0], len(nvec)), dtype=action_dtype(nvec))
+        if is_continuous(nvec):
+            _normal_kernel(params, self.seed, np.uint64(self.counter), out.numpy())
+        else:
+            _sample_kernel(params, self._offsets_of(nvec), self.seed, np.uint64(self.counter), out.numpy())
+        self.counter += 1
+        return out
+
+    def _offsets_of(self, nvec: Sequence[int]) -> np.ndarray:
+        """Each head's first logit column, and the total, for ``nvec`` (cached)."""
         key = tuple(nvec)
         if key not in self._offsets:
             self._offsets[key] = np.concatenate([[0], np.cumsum(key)]).astype(np.int64)
-        offsets = self._offsets[key]
-        out = torch.empty((logits.shape[0], len(nvec)), dtype=torch.int64)
-        _sample_kernel(logits.detach().contiguous().numpy(), offsets, self.seed,
-                       np.uint64(self.counter), out.numpy())
-        self.counter += 1
-        return out
+        return self._offsets[key]
 
     def state_dict(self) -> dict:
         return {"counter": self.counter}
