@@ -1,18 +1,25 @@
-"""TorchRL ``EnvBase`` classes for CartPole and Tag (optional extra ``torchrl``).
+"""TorchRL ``EnvBase`` classes for the engine's envs (optional extra ``torchrl``).
 
-Both are native TorchRL envs with ``batch_size=[num_envs]`` on the env's device: the tensors our
-batched envs return go into the TensorDicts as they are (team views for Tag), with no host copy.
+``KernelTorchRLEnv(batched_env)`` takes any single-agent engine env (a
+:class:`~gpu_envs.engine.KernelEnv`: CartPole, Pendulum, an env of your own) and derives its specs
+from the env's spaces; ``CartPoleTorchRLEnv`` builds CartPole's, and ``TagTorchRLEnv`` is Tag as a
+multi-agent env. All are native TorchRL envs with ``batch_size=[num_envs]`` on the env's device: the
+tensors our batched envs return go into the TensorDicts as they are (team views for Tag), with no
+host copy.
 TorchRL resets finished envs itself (``rollout``, collectors): the underlying env runs with
 ``autoreset_mode=DISABLED`` and ``reset`` honours the ``"_reset"`` mask ([num_envs, 1] bool) as a
 partial reset of the masked envs only.
 
-Actions are encoded as TorchRL's ``GymEnv`` encodes discrete spaces, chosen by the same option
+Discrete actions are encoded as TorchRL's ``GymEnv`` encodes them, chosen by the same option
 ``categorical_action_encoding`` (default False, as ``GymEnv``): one-hot (``OneHot`` /
 ``MultiOneHot`` specs, int64), or indices with ``categorical_action_encoding=True``
-(``Categorical`` / ``MultiCategorical``).
+(``Categorical`` / ``MultiCategorical``). ``Box`` actions are ``Bounded`` float32 specs with the
+space's bounds.
 
-- ``CartPoleTorchRLEnv``: ``"observation"`` [E, 4] float32, ``"action"`` [E, 2] one-hot or [E]
-  index in {0, 1}, ``"reward"`` [E, 1], ``"done"``/``"terminated"``/``"truncated"`` [E, 1] bool.
+- ``KernelTorchRLEnv``: ``"observation"`` [E, *obs_shape] float32 (``Bounded`` when the observation
+  space's bounds are all finite, else ``Unbounded``), ``"action"`` as above, ``"reward"`` [E, 1]
+  float32 (whatever the env's reward dtype), ``"done"``/``"terminated"``/``"truncated"`` [E, 1] bool.
+  ``CartPoleTorchRLEnv``: ``"observation"`` [E, 4], ``"action"`` [E, 2] one-hot or [E] index in {0, 1}.
 - ``TagTorchRLEnv``: the groups ``"tagger"`` and ``"runner"`` with the agent dimension after the
   batch dimension: ``(group, "observation")`` [E, n_group, obs_dim], ``(group, "active")``
   [E, n_group] bool (the agent is in the game), ``(group, "action")`` [E, n_group, A+1 + R+1]
@@ -26,24 +33,29 @@ from __future__ import annotations
 
 from typing import Any
 
+import gymnasium as gym
+import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
 try:
     from tensordict import TensorDict, TensorDictBase
-    from torchrl.data import Categorical, Composite, MultiCategorical, MultiOneHot, OneHot, TensorSpec, Unbounded
+    from torchrl.data import (Bounded, Categorical, Composite, MultiCategorical, MultiOneHot, OneHot, TensorSpec,
+                              Unbounded)
     from torchrl.envs import EnvBase
 except ImportError as error:  # pragma: no cover - depends on the installation
     raise ImportError("gpu_envs.torchrl_envs needs torchrl: pip install 'gpu-envs[torchrl]'") from error
 
 from gpu_envs.cartpole import CartPoleVectorEnv
+from gpu_envs.engine import KernelEnv
 from gpu_envs.tag import TEAMS, TagEnv
+from gpu_envs.validation import per_env_seeds
 
 
 class _BatchedTorchRLEnv(EnvBase):
-    """What the two envs share: the batched env underneath, seeding, the reset mask, done specs."""
+    """What the envs share: the batched env underneath, seeding, the reset mask, done specs."""
 
-    def __init__(self, batched_env: CartPoleVectorEnv | TagEnv, categorical_action_encoding: bool):
+    def __init__(self, batched_env: KernelEnv, categorical_action_encoding: bool):
         self.batched_env = batched_env
         self.categorical_action_encoding = categorical_action_encoding
         super().__init__(device=batched_env.device, batch_size=torch.Size([batched_env.num_envs]))
@@ -68,6 +80,8 @@ class _BatchedTorchRLEnv(EnvBase):
         return action if self.categorical_action_encoding else spec.to_categorical(action)
 
     def _set_seed(self, seed: int | None) -> None:
+        if seed is not None:  # a ValueError naming the seed and its rule, before TorchRL's own use of it
+            per_env_seeds(seed, self.batched_env.num_envs, torch.device("cpu"), self.batched_env.env_noun)
         self._next_seed = seed
 
     def _reset_batched_env(self, tensordict: TensorDictBase | None):
@@ -95,7 +109,77 @@ class _BatchedTorchRLEnv(EnvBase):
         super().close(raise_if_closed=raise_if_closed)
 
 
-class CartPoleTorchRLEnv(_BatchedTorchRLEnv):
+class KernelTorchRLEnv(_BatchedTorchRLEnv):
+    """Any single-agent engine env as a TorchRL env, its specs derived from the env's spaces
+    (see the module docstring).
+
+    Args:
+        batched_env: a :class:`~gpu_envs.engine.KernelEnv` with one agent per env, a ``Box``
+            observation space and a ``Discrete``, ``MultiDiscrete`` (one axis) or ``Box`` action
+            space, built with ``autoreset_mode="disabled"`` (TorchRL resets finished envs itself).
+        categorical_action_encoding: discrete actions as indices (True) or one-hot (False,
+            ``GymEnv``'s default).
+    """
+
+    def __init__(self, batched_env: KernelEnv, *, categorical_action_encoding: bool = False):
+        _check_single_agent_disabled(batched_env)
+        super().__init__(batched_env, categorical_action_encoding)
+        shape, dev = tuple(self.batch_size), self.device
+        self.observation_spec = Composite(observation=_box_spec(batched_env.single_observation_space, shape, dev,
+                                                                "observation"), shape=shape, device=dev)
+        space = batched_env.single_action_space
+        if isinstance(space, gym.spaces.Box):
+            self.action_spec = _box_spec(space, shape, dev, "action")
+        elif isinstance(space, gym.spaces.Discrete):
+            self.action_spec = self._action_leaf([int(space.n)], shape)
+        elif isinstance(space, gym.spaces.MultiDiscrete) and len(space.shape) == 1:
+            self.action_spec = self._action_leaf(space.nvec.tolist(), shape)
+        else:
+            raise TypeError(f"KernelTorchRLEnv takes Discrete, one-axis MultiDiscrete or Box action spaces, "
+                            f"got {space}")
+        self.reward_spec = Unbounded(shape=(*shape, 1), dtype=torch.float32, device=dev)
+
+    def _reset(self, tensordict: TensorDictBase | None, **kwargs) -> TensorDictBase:
+        obs, _ = self._reset_batched_env(tensordict)
+        return TensorDict({"observation": obs, **self.full_done_spec.zero()},
+                          batch_size=self.batch_size, device=self.device)
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        action = tensordict.get("action")
+        if not isinstance(self.batched_env.single_action_space, gym.spaces.Box):
+            action = self._action_indices(self.action_spec, action)
+        obs, rewards, terminated, truncated, _ = self.batched_env.step(action)
+        return TensorDict({"observation": obs, "reward": rewards.to(torch.float32).unsqueeze(-1),
+                           **self._done_entries(terminated, truncated)},
+                          batch_size=self.batch_size, device=self.device)
+
+
+def _check_single_agent_disabled(batched_env) -> None:
+    """A TypeError/ValueError unless ``batched_env`` is a single-agent engine env without autoreset."""
+    if not isinstance(batched_env, KernelEnv):
+        raise TypeError(f"KernelTorchRLEnv takes an engine env (a gpu_envs.engine.KernelEnv), "
+                        f"got {type(batched_env).__name__}")
+    if getattr(batched_env, "num_agents", 1) != 1:
+        raise ValueError(f"KernelTorchRLEnv takes single-agent envs; {type(batched_env).__name__} has "
+                         f"{batched_env.num_agents} agents per env (for Tag use TagTorchRLEnv)")
+    if batched_env.autoreset_mode != AutoresetMode.DISABLED:
+        raise ValueError(f"KernelTorchRLEnv needs an env built with autoreset_mode='disabled' (TorchRL resets "
+                         f"finished envs itself), got {batched_env.autoreset_mode}")
+
+
+def _box_spec(space: gym.Space, batch: tuple[int, ...], device: torch.device, what: str) -> TensorSpec:
+    """The float32 spec of a batch of ``Box`` values: ``Bounded`` by the space's bounds when they are
+    all finite, else ``Unbounded``."""
+    if not isinstance(space, gym.spaces.Box):
+        raise TypeError(f"KernelTorchRLEnv takes a Box {what} space, got {space}")
+    shape = (*batch, *space.shape)
+    if not (np.isfinite(space.low).all() and np.isfinite(space.high).all()):
+        return Unbounded(shape=shape, dtype=torch.float32, device=device)
+    low, high = (torch.as_tensor(bound, dtype=torch.float32).expand(shape) for bound in (space.low, space.high))
+    return Bounded(low=low, high=high, shape=shape, dtype=torch.float32, device=device)
+
+
+class CartPoleTorchRLEnv(KernelTorchRLEnv):
     """``num_envs`` CartPole-v1 games as a TorchRL env (see the module docstring).
 
     Args:
@@ -109,24 +193,7 @@ class CartPoleTorchRLEnv(_BatchedTorchRLEnv):
     def __init__(self, num_envs: int = 1, device: str | torch.device = "cpu", *,
                  categorical_action_encoding: bool = False, **kwargs: Any):
         super().__init__(CartPoleVectorEnv(num_envs, device, autoreset_mode=AutoresetMode.DISABLED, **kwargs),
-                         categorical_action_encoding)
-        shape, dev = self.batch_size, self.device
-        self.observation_spec = Composite(
-            observation=Unbounded(shape=(*shape, 4), dtype=torch.float32, device=dev), shape=shape, device=dev)
-        self.action_spec = self._action_leaf([2], tuple(shape))
-        self.reward_spec = Unbounded(shape=(*shape, 1), dtype=torch.float32, device=dev)
-
-    def _reset(self, tensordict: TensorDictBase | None, **kwargs) -> TensorDictBase:
-        obs, _ = self._reset_batched_env(tensordict)
-        return TensorDict({"observation": obs, **self.full_done_spec.zero()},
-                          batch_size=self.batch_size, device=self.device)
-
-    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        actions = self._action_indices(self.action_spec, tensordict.get("action"))
-        obs, rewards, terminated, truncated, _ = self.batched_env.step(actions)
-        return TensorDict({"observation": obs, "reward": rewards.unsqueeze(-1),
-                           **self._done_entries(terminated, truncated)},
-                          batch_size=self.batch_size, device=self.device)
+                         categorical_action_encoding=categorical_action_encoding)
 
 
 class TagTorchRLEnv(_BatchedTorchRLEnv):

@@ -1,6 +1,8 @@
-"""TorchRL envs: check_env_specs, partial resets through "_reset", and the transitions TorchRL
-collects compared with our SAME_STEP vector envs stepping the same actions from the same seeds."""
+"""TorchRL envs: check_env_specs, partial resets through "_reset", the transitions TorchRL collects
+compared with our SAME_STEP vector envs stepping the same actions from the same seeds, and the
+generic KernelTorchRLEnv's checks (seed, envs it refuses, Box actions)."""
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -12,8 +14,9 @@ from tensordict import TensorDict  # noqa: E402
 from torchrl.envs.utils import check_env_specs  # noqa: E402
 
 from gpu_envs.cartpole import CartPoleVectorEnv  # noqa: E402
+from gpu_envs.pendulum import PendulumVectorEnv  # noqa: E402
 from gpu_envs.tag import TagEnv  # noqa: E402
-from gpu_envs.torchrl_envs import CartPoleTorchRLEnv, TagTorchRLEnv  # noqa: E402
+from gpu_envs.torchrl_envs import CartPoleTorchRLEnv, KernelTorchRLEnv, TagTorchRLEnv  # noqa: E402
 
 TAG_PARAMS = dict(num_taggers=2, num_runners=3, episode_length=6, tagging_distance=0.2)
 INDEX = dict(categorical_action_encoding=True)  # actions as indices (the default is one-hot, as GymEnv)
@@ -185,3 +188,35 @@ def test_one_hot_and_index_actions_give_the_same_transitions():
             transition, roots[i] = env.step_and_maybe_reset(roots[i])
             transitions.append(transition["next"])
         assert (transitions[0] == transitions[1]).all()
+
+
+# ------------------------------------------------------------------------------------- any engine env
+@pytest.mark.parametrize("seed", [-1, True, "7", 1.5, 2**63 - 1])
+def test_set_seed_checks_the_seed_before_torchrl_uses_it(seed):
+    env = CartPoleTorchRLEnv(2)
+    with pytest.raises(ValueError, match="seed must be an int"):
+        env.set_seed(seed)
+    env.set_seed(2**63 - 2)  # the largest seed whose env seeds (s, s + 1) fit in int64
+    assert env.reset()["observation"].shape == (2, 4)
+
+
+def test_kernel_torchrl_env_refuses_envs_it_cannot_drive():
+    with pytest.raises(ValueError, match="autoreset_mode='disabled'"):
+        KernelTorchRLEnv(PendulumVectorEnv(2))
+    with pytest.raises(ValueError, match="single-agent.*TagTorchRLEnv"):
+        KernelTorchRLEnv(TagEnv(2, autoreset_mode=AutoresetMode.DISABLED, **TAG_PARAMS))
+    with pytest.raises(TypeError, match="engine env"):
+        KernelTorchRLEnv(gym.make_vec("CartPole-v1", num_envs=2))
+
+
+def test_pendulum_box_actions_are_bounded_float32_and_float64_rewards_arrive_as_float32():
+    env = KernelTorchRLEnv(PendulumVectorEnv(3, autoreset_mode="disabled"))
+    assert env.batched_env.dtype == torch.float64
+    assert torch.equal(env.action_spec.space.high, torch.full((3, 1), 2.0))
+    td = env.reset()
+    td["action"] = torch.tensor([[-2.0], [0.0], [2.0]])
+    out = env.step(td)["next"]
+    assert out["reward"].dtype == torch.float32 and out["reward"].shape == (3, 1)
+    td["action"] = torch.tensor([[0.0], [0.0], [2.5]])
+    with pytest.raises(ValueError, match=r"actions\[2, 0\] = 2.5 is out of range"):
+        env.step(td)
