@@ -36,6 +36,13 @@ _OBS_HIGH = np.array([2.4 * 2, np.inf, 12 * 2 * math.pi / 360 * 2, np.inf], dtyp
 _DEFAULT_LOW, _DEFAULT_HIGH = -0.05, 0.05
 
 
+def _reset_bounds(options: dict[str, Any] | None) -> tuple[float, float]:
+    """gymnasium's ``low``/``high`` reset options, checked as given (a string or NaN is refused)."""
+    options = options or {}
+    check_reset_bounds(options.get("low", _DEFAULT_LOW), options.get("high", _DEFAULT_HIGH))
+    return maybe_parse_reset_bounds(options, _DEFAULT_LOW, _DEFAULT_HIGH)
+
+
 class CartPoleVectorEnv(KernelEnv, VectorEnv):
     """``num_envs`` CartPole-v1 games stepped together on ``device``; tensors in, tensors out.
 
@@ -113,8 +120,7 @@ class CartPoleVectorEnv(KernelEnv, VectorEnv):
         unknown = set(options) - {"low", "high"}
         if unknown:
             raise ValueError(f"unknown reset option(s) {sorted(unknown)}: allowed low, high, reset_mask")
-        low, high = maybe_parse_reset_bounds(options, _DEFAULT_LOW, _DEFAULT_HIGH)
-        low, high = check_reset_bounds(low, high)
+        low, high = _reset_bounds(options)
         if (low, high) != tuple(self._bounds):
             self._bounds[:] = (low, high)
             self.update_constants()
@@ -122,8 +128,7 @@ class CartPoleVectorEnv(KernelEnv, VectorEnv):
     @staticmethod
     def draw_start_state(np_random: np.random.Generator, options: dict[str, Any] | None) -> np.ndarray:
         """gymnasium's draw: uniform in [low, high)^4 from the env's seeded ``np_random``."""
-        low, high = maybe_parse_reset_bounds(options, _DEFAULT_LOW, _DEFAULT_HIGH)
-        low, high = check_reset_bounds(low, high)
+        low, high = _reset_bounds(options)
         return np_random.uniform(low=low, high=high, size=(4,))
 
     @staticmethod

@@ -9,7 +9,8 @@ gives gymnasium's exact episode; the batch's counter RNG is not used. The game d
 - ``observation_of(state) -> np.ndarray``: gymnasium's observation of that state;
 - a ``state`` property on the vector env ([num_envs, ...] view, assignable).
 
-``unwrapped.state`` reads and assigns the float64 state like gymnasium's envs. Stepping after the
+``options["reset_mask"]`` ([1] bool) is accepted as by the vector env: False leaves the game as it
+is. ``unwrapped.state`` reads and assigns the float64 state like gymnasium's envs. Stepping after the
 episode ended without ``reset()`` raises (gymnasium only warns).
 """
 
@@ -22,7 +23,7 @@ import numpy as np
 import torch
 
 from gpu_envs.engine import KernelEnv
-from gpu_envs.validation import per_env_seeds
+from gpu_envs.validation import as_reset_mask, per_env_seeds
 
 
 class SingleEnv(gym.Env):
@@ -49,6 +50,9 @@ class SingleEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         if seed is not None:
             per_env_seeds(seed, 1, torch.device("cpu"))  # a clear error for a bad seed
+        options = dict(options or {})
+        if "reset_mask" in options and not bool(as_reset_mask(options.pop("reset_mask"), 1, self._batch.device)[0]):
+            return self.vector_class.observation_of(self.state), {}  # a False mask: no reset
         super().reset(seed=seed)
         self._batch.reset(seed=0)
         start = self.vector_class.draw_start_state(self.np_random, options)
