@@ -1,4 +1,4 @@
-"""``gpu-envs train cartpole|tag|--config FILE [flags] [key=value ...]``: PPO/A2C on Lightning Fabric.
+"""``gpu-envs train cartpole|pendulum|tag|--config FILE [flags] [key=value ...]``: PPO/A2C on Lightning Fabric.
 
 Ends by printing the experiment folder and the best checkpoint (``ckpt/ckpt_best.pth.tar``, kept by
 the periodic greedy evaluation), or the latest one when no evaluation ran.
