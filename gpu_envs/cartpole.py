@@ -63,6 +63,8 @@ class CartPoleVectorEnv(KernelEnv, VectorEnv):
 
     game = "cartpole"
     logic = logic
+    scratch_buffers = ("trig",)
+    component_major_buffers = ("state",)
     metadata = {"render_modes": ["rgb_array"], "render_fps": 50, "autoreset_mode": AutoresetMode.NEXT_STEP}
 
     def __init__(self, num_envs: int = 1, device: str | torch.device = "cpu", dtype=None,

@@ -23,6 +23,7 @@ reads), validation of actions, fresh output tensors per step, launches on torch'
 from __future__ import annotations
 
 import copy
+import warnings
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -78,6 +79,11 @@ class KernelEnv:
     cuda_shape: ClassVar[str] = "thread"
     cuda_shared_slots: ClassVar[int] = 0
     #: CPU loops: envs per call of ``step_envs``, and the batch size from which threads are used.
+    #: Buffers that are only the kernels' scratch (left out of :meth:`state_snapshot`).
+    scratch_buffers: ClassVar[tuple[str, ...]] = ()
+    #: Buffers stored component-major ([components, num_envs], e.g. a state GPU threads read
+    #: coalesced); :meth:`state_snapshot` gives them env first.
+    component_major_buffers: ClassVar[tuple[str, ...]] = ()
     cpu_block_size: ClassVar[int] = 512
     cpu_parallel_min_envs: ClassVar[int] = 4096
     metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "autoreset_mode": AutoresetMode.NEXT_STEP}
@@ -172,6 +178,8 @@ class KernelEnv:
                                    self.cpu_block_size, self.cpu_parallel_min_envs)
         from gpu_envs.kernels import cuda
 
+        if devices.simulated_cuda():  # the simulator runs the RNG's wrapping uint64 arithmetic in NumPy
+            warnings.filterwarnings("ignore", "overflow encountered", RuntimeWarning, "gpu_envs.kernels.rng")
         driver = cuda.make_driver(self.game, logic.step_envs, logic.reset_envs, self.cuda_shape,
                                   self.cuda_shared_slots)
         if self.cuda_shape == "block" and self.num_agents > driver.max_agents():
@@ -309,9 +317,12 @@ class KernelEnv:
             raise RuntimeError(f"this {type(self).__name__} is closed; make a new one")
 
     def state_snapshot(self) -> dict[str, torch.Tensor]:
-        """Copies of every buffer the kernels keep, by name (for checking, e.g. CPU vs CUDA parity)."""
+        """Copies of every buffer the kernels keep but scratch, by name, env first ([num_envs, ...]):
+        the public way to read an env's whole state (e.g. to check CPU against CUDA)."""
         self._check_open()
-        return {name: tensor.clone() for name, tensor in self._tensors.items()}
+        return {name: (tensor.T if name in self.component_major_buffers else tensor).clone(
+                    memory_format=torch.contiguous_format)
+                for name, tensor in self._tensors.items() if name not in self.scratch_buffers}
 
     def render(self) -> tuple[np.ndarray, ...] | None:
         """One RGB frame (H, W, 3 uint8) per env when ``render_mode="rgb_array"``."""

@@ -63,6 +63,7 @@ class TagVectorEnv(KernelEnv):
 
     game = "tag"
     logic = logic
+    scratch_buffers = ("knn_idx", "knn_d2", "runners_left")
     cuda_shape = "block"
     cuda_shared_slots = logic.SHARED_SLOTS
     #: One Tag env-step is tens of microseconds: threads pay for themselves from two envs on.

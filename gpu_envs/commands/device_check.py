@@ -98,6 +98,24 @@ def _throughput_row(check: str, setting: str, runner, timing_options: dict, reco
     return Row(check, setting, text, "", {"kind": "throughput", **record, **result.to_dict()})
 
 
+# --------------------------------------------------------------------------------------- Pendulum
+def pendulum_parity(device: str, *, reference_device: str = "cpu", dtype: str = "float32",
+                    num_envs: int = 1024, steps: int = 400, seed: int = 0) -> Row:
+    """Pendulum on ``device`` against ``reference_device``: same seeds, same random torques."""
+    import torch
+
+    from gpu_envs.pendulum import PendulumVectorEnv
+    from gpu_envs.utils.parity import compare_envs
+
+    reference, candidate = (PendulumVectorEnv(num_envs, device=dev, dtype=dtype, max_episode_steps=50)
+                            for dev in (reference_device, device))
+    generator = torch.Generator().manual_seed(seed)
+    report = compare_envs(reference, candidate,
+                          lambda _: torch.rand((num_envs, 1), generator=generator) * 4.0 - 2.0, steps, seed=seed)
+    setting = f"{dtype}, {num_envs} envs x {steps} steps, {reference_device} vs {device}"
+    return _parity_row("pendulum parity", setting, report, {"game": "pendulum", "dtype": dtype})
+
+
 # --------------------------------------------------------------------------------------- Tag
 def tag_config() -> dict:
     """The seed run config's env parameters (5 taggers, 100 runners, k = 10)."""
@@ -116,18 +134,20 @@ def _tag_actions(env, generator, leading: tuple[int, ...] = ()):
 
 
 def tag_parity(device: str, *, reference_device: str = "cpu", num_envs: int = 64, steps: int = 400,
-               seed: int = 0) -> Row:
-    """Tag (seed config) on ``device`` against ``reference_device``: same seeds and actions."""
+               seed: int = 0, params: dict | None = None) -> Row:
+    """Tag (the seed config, or ``params``) on ``device`` against ``reference_device``: same seeds
+    and actions."""
     import torch
 
     from gpu_envs.tag import TagEnv
     from gpu_envs.utils.parity import compare_envs
 
-    config = tag_config()
+    config = tag_config() if params is None else params
     reference, candidate = (TagEnv(num_envs, dev, **config) for dev in (reference_device, device))
     generator = torch.Generator().manual_seed(seed)
     report = compare_envs(reference, candidate, lambda _: _tag_actions(reference, generator), steps, seed=seed)
-    setting = f"seed config, {num_envs} envs x {steps} steps, {reference_device} vs {device}"
+    setting = (f"{'seed config' if params is None else 'small config'}, {num_envs} envs x {steps} steps, "
+               f"{reference_device} vs {device}")
     return _parity_row("tag parity", setting, report, {"game": "tag"})
 
 
@@ -196,13 +216,26 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--target-seconds", type=float, default=0.3, help="length of one repeat (0.3)")
     parser.add_argument("--warmup-seconds", type=float, default=0.3, help="minimum warm-up (0.3)")
     parser.add_argument("--skip-throughput", action="store_true", help="parity checks only")
+    parser.add_argument("--quick", action="store_true",
+                        help="small parity runs of every game, no throughput: seconds on a GPU, minutes "
+                             "in the CUDA simulator (NUMBA_ENABLE_CUDASIM=1, the CI's simulated device)")
     parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
                         help="write the rows as JSON to PATH ('-' or no value: stdout, table to stderr)")
     parser.set_defaults(func=run)
 
 
+def _quick(args) -> None:
+    """``--quick``: sizes the CUDA simulator runs in minutes, and no throughput."""
+    args.parity_envs, args.parity_steps, args.max_episode_steps = 16, 60, 12
+    args.tag_parity_envs, args.tag_parity_steps, args.skip_throughput = 2, 12, True
+    args.tag_params = dict(num_taggers=2, num_runners=6, episode_length=8, grid_length=3.0,
+                           tagging_distance=0.15, use_full_observation=False, num_other_agents_observed=3)
+
+
 def plan(args) -> list[Callable[[], list[Row]]]:
-    """The checks to run, in order: CartPole parity and throughput, then Tag's when available."""
+    """The checks to run, in order: CartPole parity and throughput, Pendulum parity, then Tag's."""
+    if args.quick:
+        _quick(args)
     timing_options = dict(repeats=args.repeats, target_seconds=args.target_seconds,
                           warmup_seconds=args.warmup_seconds)
     steps: list[Callable[[], list[Row]]] = []
@@ -213,9 +246,12 @@ def plan(args) -> list[Callable[[], list[Row]]]:
                 steps=args.parity_steps, max_episode_steps=args.max_episode_steps)])
     if not args.skip_throughput:
         steps.append(lambda: cartpole_throughput(args.device, args.cartpole_log2, timing_options))
+    for dtype in ("float64", "float32"):
+        steps.append(lambda dtype=dtype: [pendulum_parity(args.device, dtype=dtype, num_envs=args.parity_envs,
+                                                          steps=args.parity_steps)])
     if tag_available():
         steps.append(lambda: [tag_parity(args.device, num_envs=args.tag_parity_envs,
-                                         steps=args.tag_parity_steps)])
+                                         steps=args.tag_parity_steps, params=getattr(args, "tag_params", None))])
         if not args.skip_throughput:
             steps.append(lambda: tag_throughput(args.device, args.tag_log2, timing_options))
     return steps
@@ -236,9 +272,10 @@ def exit_status(rows: list[Row]) -> int:
 
 def run(args) -> int:
     """Entry point of ``gpu-envs device-check``."""
-    from gpu_envs.devices import cuda_available
+    from gpu_envs.devices import cuda_available, simulated_cuda
 
-    if not cuda_available():
+    simulated = simulated_cuda()
+    if not (cuda_available() or simulated):
         print("gpu-envs device-check: no usable CUDA GPU here (it needs torch.cuda.is_available() and "
               "numba-cuda to find a driver); run it on a machine with an NVIDIA GPU. The CPU paths are "
               "covered by the test suite and `gpu-envs bench`.", file=sys.stderr)
@@ -246,7 +283,8 @@ def run(args) -> int:
     import torch
 
     out = sys.stderr if args.json == "-" else sys.stdout
-    print(f"device-check on {torch.cuda.get_device_name(args.device)}"
+    name = "numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)" if simulated else torch.cuda.get_device_name(args.device)
+    print(f"device-check on {name}"
           f"{'' if tag_available() else ' (gpu_envs.tag not importable: Tag rows skipped)'}",
           file=out, flush=True)
     rows: list[Row] = []

@@ -309,16 +309,7 @@ def near_tie_rules(env, ulps: float = DEFAULT_ULPS) -> dict[str, NearTieRule]:
 # --------------------------------------------------------------------------------- comparison
 def state_snapshot(env) -> dict[str, torch.Tensor]:
     """Copies of every state array of ``env`` by name, [num_envs, ...] each (``env.state_snapshot()``)."""
-    if hasattr(env, "state_snapshot"):
-        return env.state_snapshot()
-    # Until the engine's state_snapshot() lands: today's private buffers (CartPole stores state [4, E]).
-    buffers = env._tensors._asdict()
-    names = ("state", "elapsed", "x", "y", "heading", "speed", "acceleration", "active", "t",
-             "needs_reset", "episode", "env_seed")
-    snapshot = {name: buffers[name].clone() for name in names if name in buffers}
-    if "state" in snapshot:
-        snapshot["state"] = snapshot["state"].T.contiguous()
-    return snapshot
+    return env.state_snapshot()
 
 
 def _fields(env, result: tuple) -> dict[str, torch.Tensor]:
