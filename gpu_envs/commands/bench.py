@@ -9,6 +9,7 @@ BENCHMARKS = {
     "tag": "gpu_envs.benchmarks.tag",
     "sb3-ppo": "gpu_envs.benchmarks.sb3_ppo",
     "train-cartpole": "gpu_envs.benchmarks.train_cartpole",
+    "train-pendulum": "gpu_envs.benchmarks.train_pendulum",
 }
 
 
