@@ -19,7 +19,8 @@ A batched env is one object for all its envs, which shapes the attribute and met
 ``get_attr`` answers the batched env's attribute for every index, ``set_attr`` and ``env_method``
 act on the whole batch (a subset of indices is refused), ``env_is_wrapped`` looks through the
 gymnasium vector wrappers around the batched env. ``seed(s)`` gives env ``i`` the seed ``s + i``
-at the next reset (for Tag: game ``e`` gets ``s + e``); ``s`` must be an int in [0, 2**63 - num_envs].
+at the next reset (for Tag: game ``e`` gets ``s + e``); ``s`` must be an int in [0, 2**63 - num_envs]
+(a non-int raises in ``seed``, an int out of range at the reset).
 
 Tag rows: a runner's row is done on the step it is tagged; until its game ends the row is "dead"
 (observation of an agent out of the game, reward 0, actions ignored), and SB3, which cannot mask
@@ -37,7 +38,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 
-from gpu_envs.validation import as_action_tensor, as_box_action_tensor, per_env_seeds
+from gpu_envs.validation import as_action_tensor, as_box_action_tensor, is_int
 
 try:
     from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
@@ -132,9 +133,13 @@ class SB3VecEnv(VecEnv):
         return to_host(obs)[0]
 
     def seed(self, seed: int | None = None) -> list[int]:
-        """Seed env ``i`` with ``seed + i`` at the next reset (None: a fresh random seed)."""
-        if seed is not None:
-            per_env_seeds(seed, self.num_envs, _CPU)  # a ValueError naming the seed and its rule
+        """Seed env ``i`` with ``seed + i`` at the next reset (None: a fresh random seed).
+
+        A seed that is not an int raises here; the env checks an int's range at that reset.
+        """
+        if seed is not None and not is_int(seed):
+            raise ValueError(f"seed must be an int in [0, 2**63 - num_envs] (env i gets seed + i) or None, "
+                             f"got {seed!r}")
         return super().seed(None if seed is None else int(seed))
 
     def step_async(self, actions: np.ndarray) -> None:

@@ -76,8 +76,14 @@ class _BatchedTorchRLEnv(EnvBase):
         return MultiOneHot(nvec=nvec, shape=(*shape, sum(nvec)), dtype=torch.int64, device=dev)
 
     def _action_indices(self, spec: TensorSpec, action: torch.Tensor) -> torch.Tensor:
-        """The action indices the batched env takes, from an action of ``spec``."""
-        return action if self.categorical_action_encoding else spec.to_categorical(action)
+        """The action indices the batched env takes, from an action of ``spec``; a one-hot action is
+        checked first when the batched env validates actions (indices are checked by the env)."""
+        if self.categorical_action_encoding:
+            return action
+        if self.batched_env.validate_actions and not bool(spec.is_in(action)):
+            raise ValueError(f"action must be one-hot: {spec.dtype} of shape {tuple(spec.shape)} with exactly one 1 "
+                             f"per choice block, got {action.dtype} of shape {tuple(action.shape)} that is not")
+        return spec.to_categorical(action)
 
     def _set_seed(self, seed: int | None) -> None:
         if seed is not None:  # a ValueError naming the seed and its rule, before TorchRL's own use of it

@@ -219,12 +219,21 @@ def test_box_actions_reach_the_env_as_float32_and_float64_rewards_as_float32():
     assert not dones.any()
 
 
-@pytest.mark.parametrize("seed", [True, "7", -1, 1.5, 2**63 - 2])
-def test_seed_is_checked_when_given(seed):
+@pytest.mark.parametrize("seed", [True, "7", 1.5, np.float64(2.0)])
+def test_a_seed_that_is_not_an_int_is_refused_by_seed(seed):
     venv = make_sb3_vec_env(num_envs=3)
     with pytest.raises(ValueError, match="seed must be an int"):
         venv.seed(seed)
     assert venv.seed(np.int64(2**63 - 3)) == [2**63 - 3, 2**63 - 2, 2**63 - 1]
+    venv.reset()  # the largest seed whose env seeds fit in int64
+
+
+@pytest.mark.parametrize("seed", [-1, 2**63 - 2])
+def test_an_int_seed_out_of_range_is_refused_at_the_reset(seed):
+    venv = make_sb3_vec_env(num_envs=3)
+    venv.seed(seed)
+    with pytest.raises(ValueError, match=r"seed must be an int in \[0, 2\*\*63 - 3\]"):
+        venv.reset()
 
 
 def test_refuses_a_discrete_space_that_does_not_start_at_zero():

@@ -220,3 +220,12 @@ def test_pendulum_box_actions_are_bounded_float32_and_float64_rewards_arrive_as_
     td["action"] = torch.tensor([[0.0], [0.0], [2.5]])
     with pytest.raises(ValueError, match=r"actions\[2, 0\] = 2.5 is out of range"):
         env.step(td)
+
+
+@pytest.mark.parametrize("action", [[[0, 1], [1, 1]], [[-100, -99], [1, 0]], [[0, 0], [1, 0]]])
+def test_bad_one_hot_actions_raise_unless_validation_is_off(action):
+    checked, unchecked = CartPoleTorchRLEnv(2), CartPoleTorchRLEnv(2, validate_actions=False)
+    with pytest.raises(ValueError, match="action must be one-hot"):
+        checked.step(checked.reset().set("action", torch.tensor(action)))
+    out = unchecked.step(unchecked.reset().set("action", torch.tensor(action)))
+    assert out["next", "observation"].shape == (2, 4)  # decoded by argmax, not checked
