@@ -478,9 +478,6 @@ def test_sb3_adapter(data):
             assert_finite(*result[:3], shapes=[obs.shape, (venv.num_envs,), (venv.num_envs,)])
 
 
-@pytest.mark.xfail(strict=True, reason="adapter: SB3VecEnv.step_async builds its error message with "
-                   "actions.tolist()[:8] (a bare TypeError for None) and np.asarray's own error for a meta tensor; "
-                   "validation.as_tensor there gives the clear one")
 @pytest.mark.parametrize("actions", [None, torch.zeros(2, dtype=torch.int64, device="meta")])
 def test_sb3_adapter_actions_that_are_not_arrays(actions):
     from gpu_envs.sb3_adapter import make_sb3_vec_env
@@ -490,8 +487,6 @@ def test_sb3_adapter_actions_that_are_not_arrays(actions):
     attempt(("action",), venv.step, actions)
 
 
-@pytest.mark.xfail(strict=True, reason="adapter: SB3VecEnv should override seed() and check the seed "
-                   "(SB3's VecEnv.seed computes seed + index: True becomes 1, '7' a bare TypeError)")
 @pytest.mark.parametrize("seed", [True, "7"])
 def test_sb3_adapter_non_int_seed(seed):
     from gpu_envs.sb3_adapter import make_sb3_vec_env
@@ -538,8 +533,6 @@ def test_torchrl_envs(data):
     assert_clear_error(caught.value, ("action",))
 
 
-@pytest.mark.xfail(strict=True, reason="adapter: torchrl_envs._BatchedTorchRLEnv._set_seed should check the seed "
-                   "(validation.per_env_seeds) before TorchRL's seed_generator, which says 'expected non-negative integer'")
 def test_torchrl_negative_seed():
     from gpu_envs.torchrl_envs import CartPoleTorchRLEnv
 
