@@ -57,7 +57,8 @@ class RolloutBuffer:
         def zeros(*shape, dtype=torch.float32):
             return torch.zeros(shape, dtype=dtype, device=device)
 
-        return cls(obs=zeros(steps, envs, agents, obs_dim), actions=zeros(steps, envs, agents, heads, dtype=actions_dtype),
+        return cls(obs=zeros(steps, envs, agents, obs_dim),
+                   actions=zeros(steps, envs, agents, heads, dtype=actions_dtype),
                    log_probs=zeros(steps, envs, agents), values=zeros(steps, envs, agents),
                    rewards=zeros(steps, envs, agents), valid=zeros(steps, envs, agents),
                    terminated=zeros(steps, envs, agents), done=zeros(steps, envs, agents),
