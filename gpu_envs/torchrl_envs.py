@@ -6,6 +6,7 @@ from the env's spaces; ``CartPoleTorchRLEnv`` builds CartPole's, and ``TagTorchR
 multi-agent env. All are native TorchRL envs with ``batch_size=[num_envs]`` on the env's device: the
 tensors our batched envs return go into the TensorDicts as they are (team views for Tag), with no
 host copy.
+
 TorchRL resets finished envs itself (``rollout``, collectors): the underlying env runs with
 ``autoreset_mode=DISABLED`` and ``reset`` honours the ``"_reset"`` mask ([num_envs, 1] bool) as a
 partial reset of the masked envs only.
@@ -16,7 +17,7 @@ Discrete actions are encoded as TorchRL's ``GymEnv`` encodes them, chosen by the
 (``Categorical`` / ``MultiCategorical``). ``Box`` actions are ``Bounded`` float32 specs with the
 space's bounds.
 
-- ``KernelTorchRLEnv``: ``"observation"`` [E, *obs_shape] float32 (``Bounded`` when the observation
+- ``KernelTorchRLEnv``: ``"observation"`` ``[E, *obs_shape]`` float32 (``Bounded`` when the observation
   space's bounds are all finite, else ``Unbounded``), ``"action"`` as above, ``"reward"`` [E, 1]
   float32 (whatever the env's reward dtype), ``"done"``/``"terminated"``/``"truncated"`` [E, 1] bool.
   ``CartPoleTorchRLEnv``: ``"observation"`` [E, 4], ``"action"`` [E, 2] one-hot or [E] index in {0, 1}.
