@@ -39,8 +39,9 @@ _DEFAULT_LOW, _DEFAULT_HIGH = -0.05, 0.05
 def _reset_bounds(options: dict[str, Any] | None) -> tuple[float, float]:
     """gymnasium's ``low``/``high`` reset options, checked as given (a string or NaN is refused)."""
     options = options or {}
-    check_reset_bounds(options.get("low", _DEFAULT_LOW), options.get("high", _DEFAULT_HIGH))
-    return maybe_parse_reset_bounds(options, _DEFAULT_LOW, _DEFAULT_HIGH)
+    low, high = maybe_parse_reset_bounds(options, _DEFAULT_LOW, _DEFAULT_HIGH)
+    check_reset_bounds(options.get("low", low), options.get("high", high))
+    return low, high
 
 
 class CartPoleVectorEnv(KernelEnv, VectorEnv):
@@ -65,6 +66,7 @@ class CartPoleVectorEnv(KernelEnv, VectorEnv):
     logic = logic
     scratch_buffers = ("trig",)
     component_major_buffers = ("state",)
+    step_writes_every_output = True
     metadata = {"render_modes": ["rgb_array"], "render_fps": 50, "autoreset_mode": AutoresetMode.NEXT_STEP}
 
     def __init__(self, num_envs: int = 1, device: str | torch.device = "cpu", dtype=None,

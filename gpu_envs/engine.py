@@ -79,6 +79,10 @@ class KernelEnv:
     cuda_shape: ClassVar[str] = "thread"
     cuda_shared_slots: ClassVar[int] = 0
     #: CPU loops: envs per call of ``step_envs``, and the batch size from which threads are used.
+    #: Whether ``step_envs`` writes every entry of the :attr:`step_outputs` of every env on every
+    #: step. Then the CPU kernel writes each step's outputs into new arrays that become the returned
+    #: tensors (no copy); otherwise the returned tensors are copies of the buffers.
+    step_writes_every_output: ClassVar[bool] = False
     #: Buffers that are only the kernels' scratch (left out of :meth:`state_snapshot`).
     scratch_buffers: ClassVar[tuple[str, ...]] = ()
     #: Buffers stored component-major ([components, num_envs], e.g. a state GPU threads read
@@ -161,7 +165,7 @@ class KernelEnv:
     def _make_views(self) -> None:
         """The kernels' zero-copy views of the buffers and actions (in the GPU's numba context)."""
         with devices.numba_context(self.device):
-            self._buffer_views = tuple(self._kernel_view(name) for name in self._layout)
+            self._buffer_views = [self._kernel_view(name) for name in self._layout]
             self._actions_view = devices.kernel_view(self._actions)
         self._driver = self._load_driver()
 
@@ -197,6 +201,11 @@ class KernelEnv:
                 stream = devices.launch_stream(self.device)
                 constants = tuple(cuda.to_device(array, stream=stream) for array in constants)
         self._kernel_args = (*self._buffer_views, self._actions_view, *constants, *self.settings())
+        names = list(self._layout)
+        self._actions_index = len(names)
+        # (args index, name, shape, dtype) of the outputs each CPU step writes into new arrays
+        self._fresh_outputs = tuple((names.index(name), name, *self._layout[name]) for name in self.step_outputs) \
+            if self._on_cpu and self.step_writes_every_output else ()
         self._launch = {} if self.kernel_target == "cpu" else {"num_agents": getattr(self, "num_agents", 1)}
 
     @property
@@ -230,12 +239,25 @@ class KernelEnv:
             seed = self.default_seed()
         if seed is not None:
             self.seed_envs(mask, seed)
+        if self._fresh_outputs:  # the caller may hold the last step's observations: write a copy
+            self._rebind("obs", self._kernel_args[self._layout_index("obs")].copy())
         with devices.numba_context(self.device):
             self._driver.reset(self.num_envs, devices.kernel_view(mask), self._kernel_args,
                                **self._launch, **self._stream())
         self._tensors.has_final_obs.masked_fill_(mask, False)
         self._is_reset = True
-        return devices.fresh_copy(self._tensors.obs), self.reset_info()
+        obs = self._tensors.obs if self._fresh_outputs else devices.fresh_copy(self._tensors.obs)
+        return obs, self.reset_info()
+
+    def _layout_index(self, name: str) -> int:
+        return list(self._layout).index(name)
+
+    def _rebind(self, name: str, array: np.ndarray) -> None:
+        """Make the NumPy ``array`` the CPU buffer ``name`` (the kernels' view and the tensor)."""
+        index = self._layout_index(name)
+        self._buffer_views[index] = array
+        self._kernel_args = (*self._kernel_args[:index], array, *self._kernel_args[index + 1:])
+        self._tensors[name] = torch.from_numpy(array)
 
     def apply_reset_options(self, options: dict[str, Any]) -> None:
         """Apply the game's reset options (all but ``reset_mask``); none by default."""
@@ -267,15 +289,17 @@ class KernelEnv:
             raise RuntimeError("call reset() before step()")
         if self.autoreset_mode == AutoresetMode.DISABLED and self.validate_actions:
             check_all_reset(self._tensors.needs_reset, self.env_noun)
-        args = self._kernel_args_with(self.check_actions(actions))
+        actions = self.check_actions(actions)
         if self._on_cpu:
-            self._driver.step(self.num_envs, args, **self._launch, **self._stream())
+            outputs = self._step_on_cpu(actions)
         else:
+            self._actions.copy_(actions)
             with devices.numba_context(self.device):
-                self._driver.step(self.num_envs, args, **self._launch, **self._stream())
+                self._driver.step(self.num_envs, self._kernel_args, **self._launch, **self._stream())
+            outputs = [devices.fresh_copy(self._tensors[name]) for name in self.step_outputs]
         self.after_step()
         t = self._tensors
-        obs, rewards, terminated, truncated = (devices.fresh_copy(t[name]) for name in self.step_outputs)
+        obs, rewards, terminated, truncated = outputs
         info = self.step_info()
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
             info.update({key: devices.fresh_copy(t[name]) for key, name in self.final_outputs.items()})
@@ -294,13 +318,22 @@ class KernelEnv:
         upper = (space.n - 1) if isinstance(space, gym.spaces.Discrete) else [int(v) - 1 for v in space.nvec]
         return as_action_tensor(actions, shape, self.device, upper)
 
-    def _kernel_args_with(self, actions: torch.Tensor) -> tuple:
-        if self._on_cpu:  # the kernel reads the caller's actions in place
-            args = list(self._kernel_args)
-            args[len(self._buffer_views)] = actions.contiguous().numpy()
-            return tuple(args)
-        self._actions.copy_(actions)
-        return self._kernel_args
+    def _step_on_cpu(self, actions: torch.Tensor) -> list[torch.Tensor]:
+        """One CPU step (the kernel reads the caller's actions in place); returns the outputs."""
+        args = list(self._kernel_args)
+        args[self._actions_index] = actions.contiguous().numpy()
+        fresh = []
+        for index, name, shape, dtype in self._fresh_outputs:
+            args[index] = self._buffer_views[index] = array = np.empty(shape, dtype)
+            fresh.append(array)
+        self._kernel_args = args = tuple(args)
+        self._driver.step(self.num_envs, args, **self._launch, **self._stream())
+        if not fresh:
+            return [devices.fresh_copy(self._tensors[name]) for name in self.step_outputs]
+        outputs = [torch.from_numpy(array) for array in fresh]
+        for (_, name, _, _), tensor in zip(self._fresh_outputs, outputs):
+            self._tensors[name] = tensor
+        return outputs
 
     def after_step(self) -> None:
         """Hook run after each step's kernel (e.g. to report an error flag the kernel set)."""

@@ -81,6 +81,7 @@ class PendulumVectorEnv(KernelEnv, VectorEnv):
     game = "pendulum"
     logic = logic
     component_major_buffers = ("state",)
+    step_writes_every_output = True
     metadata = {"render_modes": ["rgb_array"], "render_fps": 30, "autoreset_mode": AutoresetMode.NEXT_STEP}
 
     def __init__(self, num_envs: int = 1, device: str | torch.device = "cpu", dtype=None,

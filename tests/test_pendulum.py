@@ -239,7 +239,7 @@ def test_state_view_is_assignable_and_checked():
     env.state = [[0.0, 0.0], [np.pi, 1.0], [-1.0, 8.0]]
     assert env.state[1, 0] == np.pi
     env.state[2, 1] = -2.0  # a view: writes reach the envs
-    assert env.state_snapshot()["state"][1, 2] == -2.0
+    assert env.state_snapshot()["state"][2, 1] == -2.0  # env first
     with pytest.raises(ValueError, match=r"state must have shape \(3, 2\)"):
         env.state = np.zeros((3, 3))
 
