@@ -287,6 +287,7 @@ def nearest_in_game(i, x, y, active, num_agents, k, area, knn_idx, knn_d2):
        by 4 or halved). The ``k`` nearest are all below it.
     2. A selection in ascending id order into a bounded insertion buffer whose k-th distance starts
        at the bound, so most candidates fail one comparison and few are inserted (not a full sort).
+
     With fewer than ``k + 1`` candidates the bound is +inf; if a NaN distance turns up (only from a
     NaN or infinite position) the selection is redone with +inf. Needs no scratch beyond the buffer
     (one GPU thread per agent has no room for a row of distances).

@@ -20,7 +20,7 @@ Policy:
     swap (:func:`classify_knn_difference`);
   * tag radius: a runner whose float32 distance to its nearest tagger is at most ``ulps`` ulps from
     the tagging margin may be tagged on one backend only (:func:`classify_tag_difference`);
-  * termination: a CartPole whose |x| or |theta| is within the state dtype's tolerance of 2.4 or
+  * termination: a CartPole whose ``|x|`` or ``|theta|`` is within the state dtype's tolerance of 2.4 or
     12 degrees may terminate on one backend only (:func:`classify_termination_difference`).
 
 - After a near-tie the env's two trajectories legitimately diverge: the env is reported once
@@ -45,7 +45,7 @@ import torch
 
 #: Float32 ulps within which two values count as tied (kNN distances, tag distance vs margin).
 DEFAULT_ULPS = 4
-#: CartPole-v1's termination thresholds (gymnasium): |x| > 2.4, |theta| > 12 degrees.
+#: CartPole-v1's termination thresholds (gymnasium): ``|x| > 2.4``, ``|theta| > 12`` degrees.
 X_THRESHOLD = 2.4
 THETA_THRESHOLD = 12 * 2 * math.pi / 360
 
@@ -108,7 +108,7 @@ def classify_tag_difference(distance: float, margin: float, ulps: float = DEFAUL
 def classify_termination_difference(x: float, theta: float,
                                     tolerance: Tolerance = DEFAULT_TOLERANCES[torch.float64]) -> Outcome:
     """A CartPole terminated on one backend only, with cart position ``x`` and pole angle ``theta``
-    (the post-step state): a NEAR_TIE when |x| or |theta| lies within ``tolerance`` of its
+    (the post-step state): a NEAR_TIE when ``|x|`` or ``|theta|`` lies within ``tolerance`` of its
     threshold (2.4, 12 degrees), else a MISMATCH."""
     at_threshold = tolerance.covers(abs(x), X_THRESHOLD) or tolerance.covers(abs(theta), THETA_THRESHOLD)
     return Outcome.NEAR_TIE if at_threshold else Outcome.MISMATCH
@@ -117,7 +117,7 @@ def classify_termination_difference(x: float, theta: float,
 # --------------------------------------------------------------------------------- report
 @dataclasses.dataclass(frozen=True)
 class FieldStep:
-    """One field at one step: its outcome, its largest |difference| over the envs still compared
+    """One field at one step: its outcome, its largest ``|difference|`` over the envs still compared
     (None for integer and bool fields), and the envs where it differed beyond tolerance."""
 
     step: int
@@ -173,7 +173,7 @@ class ParityReport:
         return len(self.near_ties) + len(self.mismatches)
 
     def max_abs_diff(self) -> dict[str, float]:
-        """Largest |difference| of each floating-point field over all steps and compared envs."""
+        """Largest ``|difference|`` of each floating-point field over all steps and compared envs."""
         worst: dict[str, float] = {}
         for entry in self.fields:
             if entry.max_abs_diff is not None:
@@ -192,7 +192,7 @@ class ParityReport:
         return text
 
     def to_record(self) -> dict[str, Any]:
-        """A JSON-ready digest: verdict, counts, max |diff| per field, near-ties and mismatches."""
+        """A JSON-ready digest: verdict, counts, max ``|diff|`` per field, near-ties and mismatches."""
         return {"verdict": self.verdict, "num_envs": self.num_envs, "steps": self.steps,
                 "diverged_envs": self.diverged_envs, "max_abs_diff": self.max_abs_diff(),
                 "near_ties": [dataclasses.asdict(n) for n in self.near_ties],
