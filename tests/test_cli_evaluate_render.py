@@ -109,3 +109,19 @@ def test_results_message_without_any_checkpoint(tmp_path):
     for n in (2, 10):
         (tmp_path / "ckpt" / f"iteration_{n}.pth.tar").write_bytes(b"")
     assert results_message(tmp_path).endswith(f"latest checkpoint: {tmp_path}/ckpt/iteration_10.pth.tar")
+
+
+def test_evaluate_and_render_a_pendulum_checkpoint(tmp_path, capsys):
+    """A continuous-action checkpoint rebuilds its Gaussian head: greedy torques, seeded episodes."""
+    overrides = ["trainer.train_batch_size=32", "trainer.total_timesteps=64", "policy.agent.model.fc_dims=[8]",
+                 "evaluation.eval_freq=1", "evaluation.num_episodes=2", "env.max_episode_steps=10"]
+    _, checkpoint = train("pendulum", overrides, tmp_path)
+    report_path = tmp_path / "report.json"
+    assert cli.main(["evaluate", "pendulum", checkpoint, "--episodes", "2", "--json", str(report_path)]) == 0
+    returns = json.loads(report_path.read_text())["policies"]["agent"]["returns"]
+    assert len(returns) == 2 and all(-10 * 16.3 <= r <= 0 for r in returns)  # 10 steps, cost <= 16.3 each
+    assert "(Pendulum training target -250: " in capsys.readouterr().out
+    assert evaluate_checkpoint(checkpoint, episodes=2, seed=0).returns["agent"] == returns
+    video = tmp_path / "pendulum.gif"
+    assert cli.main(["render", "pendulum", checkpoint, "--out", str(video)]) == 0
+    assert iio.imread(video, index=None).shape[0] >= 2

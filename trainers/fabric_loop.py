@@ -33,7 +33,7 @@ from gpu_envs.trainers.evaluation import EVAL_SEED_OFFSET, Evaluator, record_vid
 from gpu_envs.trainers.experiment import Experiment, NullExperiment, experiment_root, fresh_root
 from gpu_envs.trainers.games import make_game
 from gpu_envs.trainers.metrics import MetricsWindow, episode_summary, learner_summary
-from gpu_envs.trainers.policy import ActorCritic
+from gpu_envs.trainers.policy import ActorCritic, ContinuousActions
 from gpu_envs.trainers.rollout import Collector, PolicyGroup
 from gpu_envs.trainers.sampling import make_sampler
 from gpu_envs.trainers.timing import PHASES, PhaseTimer
@@ -338,7 +338,8 @@ class Trainer:
                          "evaluations": self.evaluator.evaluations if self.evaluator else 0},
             "best_eval": self.best_score,
             "config": self.config.to_dict(),
-            "spaces": {"obs_dim": self.game.obs_dim, "action_nvec": list(self.game.action_nvec)},
+            "spaces": {"obs_dim": self.game.obs_dim, "action_nvec": list(self.game.action_nvec),
+                       "continuous": isinstance(self.game.action_nvec, ContinuousActions)},
             "policies": {g.tag: {"model": g.module.state_dict(),
                                  "optimizer": g.optimizer.state_dict() if g.optimizer is not None else None}
                          for g in self.groups},

@@ -28,7 +28,7 @@ from gpu_envs.tag import TEAMS, TagEnv
 from gpu_envs.trainers.checkpoint import CheckpointError, load_checkpoint
 from gpu_envs.trainers.config import ConfigError, ModelConfig, game_of
 from gpu_envs.trainers.evaluation import CHECK_EVERY
-from gpu_envs.trainers.policy import ActorCritic, greedy_actions
+from gpu_envs.trainers.policy import ActorCritic, ContinuousActions, greedy_actions
 
 TAGGER_TARGET = 1.5
 RUNNER_TARGET = 2 / 3
@@ -75,7 +75,9 @@ def load_tag_checkpoint(path: str | Path, device: str | torch.device = "cpu") ->
 def _network(path: Path, state: dict, tag: str) -> ActorCritic:
     saved = state["config"]["policy"][tag]["model"]
     model = ModelConfig(fc_dims=list(saved["fc_dims"]), activation=saved["activation"], ortho_init=False)
-    network = ActorCritic(state["spaces"]["obs_dim"], state["spaces"]["action_nvec"], model)
+    spaces = state["spaces"]
+    heads = ContinuousActions(len(spaces["action_nvec"])) if spaces.get("continuous") else spaces["action_nvec"]
+    network = ActorCritic(spaces["obs_dim"], heads, model)
     try:
         network.load_state_dict(state["policies"][tag]["model"])
     except RuntimeError as error:

@@ -83,7 +83,7 @@ PENDULUM = dict(
     ),
     saving=dict(metrics_log_freq=10, model_params_save_freq=100, basedir="experiments",
                 name="pendulum_ppo", tag="example"),
-    evaluation=dict(eval_freq=2, num_episodes=10, stop_value=-250.0),
+    evaluation=dict(eval_freq=2, num_episodes=100, stop_value=-250.0),
 )
 
 

@@ -1,7 +1,8 @@
-"""``gpu-envs evaluate cartpole|tag CHECKPOINT``: score a trainer checkpoint.
+"""``gpu-envs evaluate cartpole|pendulum|tag CHECKPOINT``: score a trainer checkpoint.
 
-``evaluate cartpole`` plays ``--episodes`` greedy episodes (episode ``i`` from seed ``seed + i``) and
-prints the mean return (± standard error) against CartPole-v1's reward threshold of 475.
+``evaluate cartpole`` and ``evaluate pendulum`` play ``--episodes`` greedy episodes (episode ``i``
+from seed ``seed + i``) and print the mean return (± standard error) against a reference return:
+CartPole-v1's reward threshold of 475, the bundled Pendulum trainer's target of -250.
 
 ``evaluate tag`` plays ``--episodes`` episodes (one game each, the same start states in every matchup) of the
 checkpoint's Tag env for four matchups: random vs random, trained taggers vs random runners, random
@@ -16,7 +17,9 @@ import argparse
 import json
 from pathlib import Path
 
-CARTPOLE_THRESHOLD = 475.0  # gymnasium's reward_threshold of CartPole-v1
+#: Single-agent games: the reference return each report compares with, and what it is.
+REFERENCE_RETURNS = {"cartpole": (475.0, "CartPole-v1 reward threshold"),
+                     "pendulum": (-250.0, "Pendulum training target")}
 
 
 def add_parser(subparsers) -> None:
@@ -28,19 +31,20 @@ def add_parser(subparsers) -> None:
     common.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
     common.add_argument("--json", type=Path, default=None, dest="json_path", help="also write the report here")
     games = parser.add_subparsers(dest="game", required=True, metavar="GAME")
-    cartpole = games.add_parser("cartpole", parents=[common], help="greedy mean return over seeded episodes")
-    cartpole.set_defaults(func=run_cartpole)
+    for name in REFERENCE_RETURNS:
+        single = games.add_parser(name, parents=[common], help="greedy mean return over seeded episodes")
+        single.set_defaults(func=run_single_agent)
     tag = games.add_parser("tag", parents=[common], help="trained vs random Tag teams: runners tagged per episode")
     tag.add_argument("--greedy", action="store_true", help="trained teams take argmax actions (default: sampled)")
     tag.set_defaults(func=run_tag)
 
 
-def run_cartpole(args: argparse.Namespace) -> int:
+def run_single_agent(args: argparse.Namespace) -> int:
     from gpu_envs.trainers.evaluation import evaluate_checkpoint
 
-    report = _evaluate("cartpole", args, lambda: evaluate_checkpoint(
-        args.checkpoint, episodes=args.episodes, seed=args.seed, device=args.device, game="cartpole"))
-    return _emit(format_returns(report), report, args.json_path)
+    report = _evaluate(args.game, args, lambda: evaluate_checkpoint(
+        args.checkpoint, episodes=args.episodes, seed=args.seed, device=args.device, game=args.game))
+    return _emit(format_returns(report, args.game), report, args.json_path)
 
 
 def run_tag(args: argparse.Namespace) -> int:
@@ -70,14 +74,14 @@ def _emit(text: str, report, json_path: Path | None) -> int:
     return 0
 
 
-def format_returns(report) -> str:
-    """Each policy's greedy mean return, and whether it reaches CartPole-v1's reward threshold."""
+def format_returns(report, game: str = "cartpole") -> str:
+    """Each policy's greedy mean return, and whether it reaches the game's reference return."""
+    reference, what = REFERENCE_RETURNS[game]
     lines = [f"{report.checkpoint}: {report.episodes} greedy episodes, seeds {report.seed}..{report.seed + report.episodes - 1}"]
     for tag in report.returns:
         mean = report.mean(tag)
-        reached = "reached" if mean >= CARTPOLE_THRESHOLD else "not reached"
-        lines.append(f"{tag}: mean return {mean:.2f} ± {report.stderr(tag):.2f} "
-                     f"(CartPole-v1 reward threshold {CARTPOLE_THRESHOLD:g}: {reached})")
+        reached = "reached" if mean >= reference else "not reached"
+        lines.append(f"{tag}: mean return {mean:.2f} ± {report.stderr(tag):.2f} ({what} {reference:g}: {reached})")
     return "\n".join(lines)
 
 

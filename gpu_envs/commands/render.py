@@ -1,6 +1,6 @@
-"""``gpu-envs render cartpole|tag``: play one episode and write it as an animation (``.gif`` or ``.mp4``).
+"""``gpu-envs render cartpole|pendulum|tag``: play one episode and write it as an animation (``.gif`` or ``.mp4``).
 
-``render cartpole CHECKPOINT``: one greedy episode of a trainer checkpoint's policy (seeded with
+``render cartpole|pendulum CHECKPOINT``: one greedy episode of a trainer checkpoint's policy (seeded with
 ``--seed``) on its run's env.
 
 ``render tag [CHECKPOINT]``: the env comes from ``--config FILE`` (YAML: the env parameters, or a run config whose ``env:``
@@ -28,13 +28,15 @@ _ENV_FLAGS = {
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("render", help="write an animation of an episode (.gif or .mp4)")
     games = parser.add_subparsers(dest="game", required=True, metavar="GAME")
-    cartpole = games.add_parser("cartpole", help="one greedy episode of a trained CartPole policy")
-    cartpole.add_argument("checkpoint", type=Path, help="trainer checkpoint (<experiment>/ckpt/*.pth.tar)")
-    cartpole.add_argument("--out", type=Path, required=True, help="output file, .gif or .mp4 (mp4 needs imageio-ffmpeg)")
-    cartpole.add_argument("--seed", type=int, default=0, help="seed of the start state (0)")
-    cartpole.add_argument("--fps", type=float, default=50.0, help="frames per second of the animation (50)")
-    cartpole.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
-    cartpole.set_defaults(func=run_cartpole)
+    for name, fps in (("cartpole", 50.0), ("pendulum", 30.0)):
+        single = games.add_parser(name, help=f"one greedy episode of a trained {name} policy")
+        single.add_argument("checkpoint", type=Path, help="trainer checkpoint (<experiment>/ckpt/*.pth.tar)")
+        single.add_argument("--out", type=Path, required=True,
+                            help="output file, .gif or .mp4 (mp4 needs imageio-ffmpeg)")
+        single.add_argument("--seed", type=int, default=0, help="seed of the start state (0)")
+        single.add_argument("--fps", type=float, default=fps, help=f"frames per second of the animation ({fps:g})")
+        single.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
+        single.set_defaults(func=run_single_agent)
     tag = games.add_parser("tag", help="one episode of Tag (random policy, or a checkpoint's policies)")
     tag.add_argument("checkpoint_path", nargs="?", type=Path, default=None, metavar="CHECKPOINT",
                      help="trainer checkpoint whose policies to play (default: random play)")
@@ -86,18 +88,18 @@ def check_out(path: Path) -> None:
         raise SystemExit(f"--out must end in one of {VIDEO_SUFFIXES}, got {path}")
 
 
-def run_cartpole(args: argparse.Namespace) -> int:
+def run_single_agent(args: argparse.Namespace) -> int:
     from gpu_envs.trainers.evaluation import load_trained_game, record_video
 
     check_out(args.out)
     try:
-        game, groups = load_trained_game(args.checkpoint, 1, args.device, game="cartpole", render_mode="rgb_array")
+        game, groups = load_trained_game(args.checkpoint, 1, args.device, game=args.game, render_mode="rgb_array")
         try:
             path = record_video(game, groups, args.out, fps=args.fps, seed=args.seed)
         finally:
             game.close()
     except (ValueError, RuntimeError) as error:  # CheckpointError is a RuntimeError
-        raise SystemExit(f"gpu-envs render cartpole: {error}") from None
+        raise SystemExit(f"gpu-envs render {args.game}: {error}") from None
     print(f"wrote {path}")
     return 0
 
