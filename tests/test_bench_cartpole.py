@@ -160,7 +160,7 @@ def test_device_check_arguments():
         build_parser().parse_args(["device-check", "--cartpole-log2", "5:3"])
     args = build_parser().parse_args(["device-check", "--skip-throughput"])
     plan = dc.plan(args)
-    assert len(plan) == 4 + (1 if dc.tag_available() else 0)  # 2 dtypes x 2 autoreset modes (+ Tag)
+    assert len(plan) == 4 + 2 + 1  # CartPole: 2 dtypes x 2 autoreset modes, Pendulum: 2 dtypes, Tag
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -183,7 +183,6 @@ def test_device_check_table_and_exit_status():
     assert dc.exit_status(rows + [dc.Row("tag parity", "", "", "FAIL")]) == dc.FAIL_EXIT
 
 
-@pytest.mark.skipif(not dc.tag_available(), reason="gpu_envs.tag is not importable")
 def test_tag_parity_and_throughput_rows_on_cpu():
     row = dc.tag_parity("cpu", num_envs=2, steps=12)
     assert row.status == "PASS", row.result

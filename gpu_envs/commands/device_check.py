@@ -11,8 +11,8 @@ tolerance or such a near-tie, and fails on any other.
 Throughput: env-steps/s of the CUDA env over a range of batch sizes, synchronised with
 ``torch.cuda.synchronize`` (protocol of :mod:`gpu_envs.benchmarks.timing`).
 
-Each game contributes a parity function and a throughput function to :func:`plan`; the Tag rows
-appear when ``gpu_envs.tag`` is importable. Exit status: 0 all parity checks pass, 1 a parity check
+Each game contributes a parity function (and CartPole and Tag a throughput function) to
+:func:`plan`; ``--quick`` runs small parity checks only. Exit status: 0 all parity checks pass, 1 a parity check
 failed, 2 no usable CUDA GPU.
 """
 
@@ -177,15 +177,6 @@ def tag_throughput(device: str, log2_sizes: range, timing_options: dict) -> list
     return rows
 
 
-def tag_available() -> bool:
-    """True when the Tag env is part of this installation."""
-    try:
-        import gpu_envs.tag  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 # --------------------------------------------------------------------------------------- command
 def _log2_range(text: str) -> range:
     try:
@@ -249,11 +240,10 @@ def plan(args) -> list[Callable[[], list[Row]]]:
     for dtype in ("float64", "float32"):
         steps.append(lambda dtype=dtype: [pendulum_parity(args.device, dtype=dtype, num_envs=args.parity_envs,
                                                           steps=args.parity_steps)])
-    if tag_available():
-        steps.append(lambda: [tag_parity(args.device, num_envs=args.tag_parity_envs,
-                                         steps=args.tag_parity_steps, params=getattr(args, "tag_params", None))])
-        if not args.skip_throughput:
-            steps.append(lambda: tag_throughput(args.device, args.tag_log2, timing_options))
+    steps.append(lambda: [tag_parity(args.device, num_envs=args.tag_parity_envs,
+                                     steps=args.tag_parity_steps, params=getattr(args, "tag_params", None))])
+    if not args.skip_throughput:
+        steps.append(lambda: tag_throughput(args.device, args.tag_log2, timing_options))
     return steps
 
 
@@ -284,9 +274,7 @@ def run(args) -> int:
 
     out = sys.stderr if args.json == "-" else sys.stdout
     name = "numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)" if simulated else torch.cuda.get_device_name(args.device)
-    print(f"device-check on {name}"
-          f"{'' if tag_available() else ' (gpu_envs.tag not importable: Tag rows skipped)'}",
-          file=out, flush=True)
+    print(f"device-check on {name}", file=out, flush=True)
     rows: list[Row] = []
     for check in plan(args):
         for row in check():
