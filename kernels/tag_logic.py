@@ -277,7 +277,7 @@ def _select_below(i, x, y, active, num_agents, k, bound, knn_idx, knn_d2):
     return count, nan_seen
 
 
-@kernel_function
+@kernel_function(inline=False)
 def nearest_in_game(i, x, y, active, num_agents, k, area, knn_idx, knn_d2):
     """The up-to-``k`` nearest other in-game agents of ``i``, nearest first, ties to the lower id;
     returns how many were found (their ids in ``knn_idx``).
@@ -446,7 +446,7 @@ def finalize_reward(a, rewards, tag_count, active, at_end, fc, ic):
 # fc, ic, autoreset_mode. A worker (the CPU thread of an env, or a CUDA thread) handles the agents
 # ``agent_start(), agent_start() + agent_stride(), ...``; ``barrier`` separates the phases.
 
-@kernel_function
+@kernel_function(inline=False)
 def _observe_all(e, t, x, y, heading, speed, acc, active, obs, knn_idx, knn_d2, fc, ic):
     """Every agent's observation of env ``e`` at time ``t`` (each worker its own kNN scratch row)."""
     slot = min(agent_start(), knn_idx.shape[1] - 1)
@@ -455,7 +455,7 @@ def _observe_all(e, t, x, y, heading, speed, acc, active, obs, knn_idx, knn_d2, 
         observe_agent(a, x, y, heading, speed, acc, active, t, obs[e, a], found, knn_idx[e, slot], fc, ic)
 
 
-@kernel_function
+@kernel_function(inline=False)
 def _reset_game(e, x, y, heading, speed, acc, active, t, needs_reset, episode, env_seed, obs,
                 tag_count, knn_idx, knn_d2, start_state, start_given, fc, ic):
     """Start env ``e``'s next episode: agents drawn from (seed, episode), observations at t = 0."""
@@ -472,7 +472,7 @@ def _reset_game(e, x, y, heading, speed, acc, active, t, needs_reset, episode, e
         needs_reset[e] = False
 
 
-@kernel_function
+@kernel_function(inline=False)
 def _advance_game(e, x, y, heading, speed, acc, active, t, needs_reset, obs,
                   rewards, terminated, truncated, final_obs, final_active, has_final_obs, tag_count,
                   action_error, knn_idx, knn_d2, runners_left,

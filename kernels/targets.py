@@ -19,14 +19,19 @@ from numba.extending import overload
 KERNEL_FUNCTIONS: list = []
 
 
-def kernel_function(fn):
+def kernel_function(fn=None, *, inline: bool = True):
     """Declare ``fn`` as step logic callable from the CPU drivers, CUDA kernels and the simulator.
 
-    Like ``numba.extending.register_jitable``, but inlined into the caller on the CPU (where a call
-    per env with a dozen array arguments costs more than the logic itself) and compiled as an
-    ordinary device function on CUDA (numba-cuda cannot inline such overloads).
+    Like ``numba.extending.register_jitable``. On the CPU it is inlined into the caller (where a
+    call per env with a dozen array arguments costs more than the logic itself), unless
+    ``inline=False``: large pieces called from several places (a whole phase) compile once as a
+    function of their own, which keeps compile times in seconds. On CUDA it is an ordinary device
+    function (numba-cuda cannot inline such overloads).
     """
-    overload(fn, target="cpu", inline="always", strict=False)(lambda *args, **kwargs: fn)
+    if fn is None:
+        return lambda function: kernel_function(function, inline=inline)
+    options = {"inline": "always"} if inline else {}
+    overload(fn, target="cpu", strict=False, **options)(lambda *args, **kwargs: fn)
     KERNEL_FUNCTIONS.append(fn)
     return fn
 
