@@ -152,13 +152,22 @@ class KernelTorchRLEnv(_BatchedTorchRLEnv):
                           batch_size=self.batch_size, device=self.device)
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        action = tensordict.get("action")
+        action = _required(tensordict, "action")
         if not isinstance(self.batched_env.single_action_space, gym.spaces.Box):
             action = self._action_indices(self.action_spec, action)
         obs, rewards, terminated, truncated, _ = self.batched_env.step(action)
         return TensorDict({"observation": obs, "reward": rewards.to(torch.float32).unsqueeze(-1),
                            **self._done_entries(terminated, truncated)},
                           batch_size=self.batch_size, device=self.device)
+
+
+def _required(tensordict: TensorDictBase, key):
+    """``tensordict[key]``, or a KeyError that names the missing entry and what ``step`` expects."""
+    value = tensordict.get(key, None)
+    if value is None:
+        raise KeyError(f"the tensordict given to step() has no {key!r} entry: put the actions there "
+                       f"(see the env's action_spec)")
+    return value
 
 
 def _check_single_agent_disabled(batched_env) -> None:
@@ -246,7 +255,7 @@ class TagTorchRLEnv(_BatchedTorchRLEnv):
                            **self.full_done_spec.zero()}, batch_size=self.batch_size, device=self.device)
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        actions = torch.cat([self._action_indices(self.action_spec[team, "action"], tensordict.get((team, "action")))
+        actions = torch.cat([self._action_indices(self.action_spec[team, "action"], _required(tensordict, (team, "action")))
                              for team in TEAMS], dim=1)
         obs, rewards, terminated, truncated, info = self.batched_env.step(actions)
         groups = self._groups({"observation": obs, "active": info["active"], "reward": rewards.unsqueeze(-1)})
