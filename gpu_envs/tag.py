@@ -93,7 +93,7 @@ class TagVectorEnv(KernelEnv):
         self.action_nvec = (p.num_acceleration_levels + 1, p.num_turn_levels + 1)
         self.single_action_space = gym.spaces.MultiDiscrete(list(self.action_nvec))
         self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (self.obs_dim,), np.float32)
-        self._fc, self._ic = logic.make_consts(p)
+        self._float_consts, self._int_consts = logic.make_consts(p)
         self._tables = (logic.action_levels(p.min_acceleration, p.max_acceleration, p.num_acceleration_levels),
                         logic.action_levels(p.min_turn, p.max_turn, p.num_turn_levels))
         self._start = np.zeros((3, p.num_agents), dtype=np.float32)
@@ -123,7 +123,7 @@ class TagVectorEnv(KernelEnv):
         }
 
     def constants(self) -> tuple[np.ndarray, ...]:
-        return (*self._tables, self._start, self._start_given, self._fc, self._ic)
+        return (*self._tables, self._start, self._start_given, self._float_consts, self._int_consts)
 
     def action_layout(self) -> tuple[tuple[int, ...], torch.dtype]:
         return (self.num_envs, self.num_agents, 2), torch.int64
@@ -170,7 +170,7 @@ class TagVectorEnv(KernelEnv):
 
     def _draw_fixed_start(self, seed: int) -> None:
         """``reset_mode="fixed"``: one start state for every game, drawn from stream ``seed``."""
-        drawn = logic.draw_start_state(seed, self.num_agents, self._fc)
+        drawn = logic.draw_start_state(seed, self.num_agents, self._float_consts)
         self._start[~self._user_given] = drawn[~self._user_given]
         self._start_given = np.ones(3, dtype=np.bool_)
         self.update_constants()

@@ -15,8 +15,9 @@ A step is four phases over the agents, with a ``targets.barrier`` between phases
 4. :func:`finalize_reward` (tag rewards of taggers, end-of-game bonus of runners).
 
 Every float is float32 as the SPEC says; cos/sin/sqrt/fmod are taken in float64 and rounded with
-``np.float32`` (the state is float32 on every target). Parameters come in two arrays built by :func:`make_consts` (float32 ``fc`` and
-int64 ``ic``) so that one compilation serves every configuration, and no untyped literal can change
+``np.float32`` (the state is float32 on every target). Parameters come in two arrays built by
+:func:`make_consts` (float32 ``float_consts`` and int64 ``int_consts``) so that one compilation
+serves every configuration, and no untyped literal can change
 a result between targets.
 """
 
@@ -32,12 +33,12 @@ from gpu_envs.kernels.rng import uniform01
 from gpu_envs.kernels.targets import (agent_start, agent_stride, atomic_add, barrier, env_rows, fmod64,
                                       kernel_function, store_env_rows)
 
-# Layout of the float32 constants ``fc``.
+# Layout of the float32 constants ``float_consts``.
 (GRID_LENGTH, CAP_TAGGER, CAP_RUNNER, MAX_SPEED, EDGE_PENALTY, TAGGER_STEP, RUNNER_STEP,
  TAG_REWARD, TAG_PENALTY, END_REWARD, TAG_MARGIN, POS_NORM, SPEED_NORM, TWO_PI) = range(14)
 NUM_FLOAT_CONSTS = 14
 
-# Layout of the int64 constants ``ic``.
+# Layout of the int64 constants ``int_consts``.
 (NUM_TAGGERS, NUM_AGENTS, EPISODE_LENGTH, NUM_OBSERVED, FULL_OBS, RUNNER_EXITS,
  OBSERVE_SELF) = range(7)
 NUM_INT_CONSTS = 7
@@ -87,32 +88,32 @@ def observation_size(num_agents: int, use_full_observation: bool, num_other_agen
 
 
 def make_consts(params) -> tuple[np.ndarray, np.ndarray]:
-    """``(fc, ic)``: the float32 and int64 constants of a :class:`gpu_envs.tag.TagParams`."""
-    fc = np.zeros(NUM_FLOAT_CONSTS, dtype=np.float32)
+    """``(float_consts, int_consts)``: the float32 and int64 constants of a :class:`gpu_envs.tag.TagParams`."""
+    float_consts = np.zeros(NUM_FLOAT_CONSTS, dtype=np.float32)
     length = np.float32(params.grid_length)
-    fc[GRID_LENGTH] = length
-    fc[CAP_TAGGER] = np.float32(params.max_speed * params.skill_level_tagger)
-    fc[CAP_RUNNER] = np.float32(params.max_speed * params.skill_level_runner)
-    fc[MAX_SPEED] = np.float32(params.max_speed)
-    fc[EDGE_PENALTY] = params.edge_hit_penalty
-    fc[TAGGER_STEP] = params.step_penalty_for_tagger
-    fc[RUNNER_STEP] = params.step_reward_for_runner
-    fc[TAG_REWARD] = params.tag_reward_for_tagger
-    fc[TAG_PENALTY] = params.tag_penalty_for_runner
-    fc[END_REWARD] = params.end_of_game_reward_for_runner
-    fc[TAG_MARGIN] = np.float32(params.tagging_distance) * length
-    fc[POS_NORM] = np.float32(math.sqrt(2.0) * params.grid_length)
-    fc[SPEED_NORM] = np.float32(params.max_speed + 1e-10)
-    fc[TWO_PI] = TWO_PI_32
-    ic = np.zeros(NUM_INT_CONSTS, dtype=np.int64)
-    ic[NUM_TAGGERS] = params.num_taggers
-    ic[NUM_AGENTS] = params.num_taggers + params.num_runners
-    ic[EPISODE_LENGTH] = params.episode_length
-    ic[NUM_OBSERVED] = params.num_other_agents_observed
-    ic[FULL_OBS] = params.use_full_observation
-    ic[RUNNER_EXITS] = params.runner_exits_game_after_tagged
-    ic[OBSERVE_SELF] = params.observe_self
-    return fc, ic
+    float_consts[GRID_LENGTH] = length
+    float_consts[CAP_TAGGER] = np.float32(params.max_speed * params.skill_level_tagger)
+    float_consts[CAP_RUNNER] = np.float32(params.max_speed * params.skill_level_runner)
+    float_consts[MAX_SPEED] = np.float32(params.max_speed)
+    float_consts[EDGE_PENALTY] = params.edge_hit_penalty
+    float_consts[TAGGER_STEP] = params.step_penalty_for_tagger
+    float_consts[RUNNER_STEP] = params.step_reward_for_runner
+    float_consts[TAG_REWARD] = params.tag_reward_for_tagger
+    float_consts[TAG_PENALTY] = params.tag_penalty_for_runner
+    float_consts[END_REWARD] = params.end_of_game_reward_for_runner
+    float_consts[TAG_MARGIN] = np.float32(params.tagging_distance) * length
+    float_consts[POS_NORM] = np.float32(math.sqrt(2.0) * params.grid_length)
+    float_consts[SPEED_NORM] = np.float32(params.max_speed + 1e-10)
+    float_consts[TWO_PI] = TWO_PI_32
+    int_consts = np.zeros(NUM_INT_CONSTS, dtype=np.int64)
+    int_consts[NUM_TAGGERS] = params.num_taggers
+    int_consts[NUM_AGENTS] = params.num_taggers + params.num_runners
+    int_consts[EPISODE_LENGTH] = params.episode_length
+    int_consts[NUM_OBSERVED] = params.num_other_agents_observed
+    int_consts[FULL_OBS] = params.use_full_observation
+    int_consts[RUNNER_EXITS] = params.runner_exits_game_after_tagged
+    int_consts[OBSERVE_SELF] = params.observe_self
+    return float_consts, int_consts
 
 
 # --------------------------------------------------------------------------------- start state
@@ -125,7 +126,7 @@ def uniform_below(seed, episode, index, upper):
 
 
 @kernel_function
-def reset_agent(a, seed, episode, x, y, heading, speed, acc, active, start, start_given, fc):
+def reset_agent(a, seed, episode, x, y, heading, speed, acc, active, start, start_given, float_consts):
     """Agent ``a``'s start state: drawn from (seed, episode), or ``start[:, a]`` where given.
 
     Draws: x, y uniform in [0, L), heading from {0, pi/2, pi, 3pi/2}; speed and acceleration 0,
@@ -135,11 +136,11 @@ def reset_agent(a, seed, episode, x, y, heading, speed, acc, active, start, star
     if start_given[0]:
         x[a] = start[0, a]
     else:
-        x[a] = uniform_below(seed, episode, base, fc[GRID_LENGTH])
+        x[a] = uniform_below(seed, episode, base, float_consts[GRID_LENGTH])
     if start_given[1]:
         y[a] = start[1, a]
     else:
-        y[a] = uniform_below(seed, episode, base + np.uint64(1), fc[GRID_LENGTH])
+        y[a] = uniform_below(seed, episode, base + np.uint64(1), float_consts[GRID_LENGTH])
     if start_given[2]:
         heading[a] = start[2, a]
     else:
@@ -164,7 +165,7 @@ def wrap_heading(value, two_pi):
 
 @kernel_function
 def move_agent(a, x, y, heading, speed, acc, active, acc_index, turn_index, acc_table, turn_table,
-               fc, ic):
+               float_consts, int_consts):
     """Phase 1 for agent ``a``: returns ``(base_reward, bad_index)``.
 
     ``base_reward`` is the edge penalty (if it hit a wall) plus its step term, 0 out of the game.
@@ -183,10 +184,10 @@ def move_agent(a, x, y, heading, speed, acc, active, acc_index, turn_index, acc_
         speed[a] = _ZERO
         acc[a] = _ZERO
         return _ZERO, bad_index
-    is_tagger = a < ic[NUM_TAGGERS]
-    cap = fc[CAP_TAGGER] if is_tagger else fc[CAP_RUNNER]
+    is_tagger = a < int_consts[NUM_TAGGERS]
+    cap = float_consts[CAP_TAGGER] if is_tagger else float_consts[CAP_RUNNER]
     new_acc = acc[a] + acc_table[acc_index]
-    new_heading = wrap_heading(heading[a] + turn_table[turn_index], fc[TWO_PI])
+    new_heading = wrap_heading(heading[a] + turn_table[turn_index], float_consts[TWO_PI])
     new_speed = speed[a] + new_acc
     if new_speed < _ZERO:
         new_speed = _ZERO
@@ -198,7 +199,7 @@ def move_agent(a, x, y, heading, speed, acc, active, acc_index, turn_index, acc_
     sin_h = np.float32(math.sin(np.float64(new_heading)))
     new_x = x[a] + new_speed * cos_h
     new_y = y[a] + new_speed * sin_h
-    length = fc[GRID_LENGTH]
+    length = float_consts[GRID_LENGTH]
     hit_edge = new_x < _ZERO or new_x > length or new_y < _ZERO or new_y > length
     if hit_edge:
         new_x = min(max(new_x, _ZERO), length)
@@ -208,9 +209,9 @@ def move_agent(a, x, y, heading, speed, acc, active, acc_index, turn_index, acc_
     heading[a] = new_heading
     speed[a] = new_speed
     acc[a] = new_acc
-    step_term = fc[TAGGER_STEP] if is_tagger else fc[RUNNER_STEP]
+    step_term = float_consts[TAGGER_STEP] if is_tagger else float_consts[RUNNER_STEP]
     if hit_edge:
-        return fc[EDGE_PENALTY] + step_term, bad_index
+        return float_consts[EDGE_PENALTY] + step_term, bad_index
     return step_term, bad_index
 
 
@@ -314,13 +315,13 @@ def nearest_in_game(i, x, y, active, num_agents, k, area, knn_idx, knn_d2):
 
 
 @kernel_function
-def _write_relative(obs_row, columns, c, i, j, x, y, heading, speed, acc, fc):
+def _write_relative(obs_row, columns, c, i, j, x, y, heading, speed, acc, float_consts):
     """Blocks 0-4 of column ``c``: agent ``j`` relative to agent ``i``, normalised."""
-    obs_row[c] = (x[j] - x[i]) / fc[POS_NORM]
-    obs_row[columns + c] = (y[j] - y[i]) / fc[POS_NORM]
-    obs_row[2 * columns + c] = (speed[j] - speed[i]) / fc[SPEED_NORM]
-    obs_row[3 * columns + c] = (acc[j] - acc[i]) / fc[SPEED_NORM]
-    obs_row[4 * columns + c] = (heading[j] - heading[i]) / fc[TWO_PI]
+    obs_row[c] = (x[j] - x[i]) / float_consts[POS_NORM]
+    obs_row[columns + c] = (y[j] - y[i]) / float_consts[POS_NORM]
+    obs_row[2 * columns + c] = (speed[j] - speed[i]) / float_consts[SPEED_NORM]
+    obs_row[3 * columns + c] = (acc[j] - acc[i]) / float_consts[SPEED_NORM]
+    obs_row[4 * columns + c] = (heading[j] - heading[i]) / float_consts[TWO_PI]
 
 
 @kernel_function
@@ -330,19 +331,20 @@ def _zero_relative(obs_row, columns, c):
 
 
 @kernel_function
-def select_neighbours(i, x, y, active, knn_idx, knn_d2, fc, ic):
+def select_neighbours(i, x, y, active, knn_idx, knn_d2, float_consts, int_consts):
     """The neighbours agent ``i`` observes in partial mode: their count, ids in ``knn_idx``.
 
     0 in full mode and when ``i`` is out of the game.
     """
-    if ic[FULL_OBS] != 0 or not active[i]:
+    if int_consts[FULL_OBS] != 0 or not active[i]:
         return 0
-    length = fc[GRID_LENGTH]
-    return nearest_in_game(i, x, y, active, ic[NUM_AGENTS], ic[NUM_OBSERVED], length * length, knn_idx, knn_d2)
+    length = float_consts[GRID_LENGTH]
+    return nearest_in_game(i, x, y, active, int_consts[NUM_AGENTS], int_consts[NUM_OBSERVED], length * length,
+                           knn_idx, knn_d2)
 
 
 @kernel_function
-def observe_agent(i, x, y, heading, speed, acc, active, t, obs_row, found, knn_idx, fc, ic):
+def observe_agent(i, x, y, heading, speed, acc, active, t, obs_row, found, knn_idx, float_consts, int_consts):
     """Phase 2: write agent ``i``'s observation at time ``t`` into ``obs_row`` (see SPEC-tag.md).
 
     Layout: seven blocks of one value per observed column (block b of column c at
@@ -350,10 +352,10 @@ def observe_agent(i, x, y, heading, speed, acc, active, t, obs_row, found, knn_i
     holds the flags before this step's tags. Partial mode observes the ``found`` agents of
     ``knn_idx`` that :func:`select_neighbours` chose (full mode ignores both).
     """
-    num_agents = ic[NUM_AGENTS]
-    num_taggers = ic[NUM_TAGGERS]
-    full = ic[FULL_OBS] != 0
-    columns = num_agents - 1 if full else ic[NUM_OBSERVED]
+    num_agents = int_consts[NUM_AGENTS]
+    num_taggers = int_consts[NUM_TAGGERS]
+    full = int_consts[FULL_OBS] != 0
+    columns = num_agents - 1 if full else int_consts[NUM_OBSERVED]
     in_game = active[i]
     if full:
         for j in range(num_agents):
@@ -361,7 +363,7 @@ def observe_agent(i, x, y, heading, speed, acc, active, t, obs_row, found, knn_i
                 continue
             c = j if j < i else j - 1
             if in_game:
-                _write_relative(obs_row, columns, c, i, j, x, y, heading, speed, acc, fc)
+                _write_relative(obs_row, columns, c, i, j, x, y, heading, speed, acc, float_consts)
             else:
                 _zero_relative(obs_row, columns, c)
             obs_row[5 * columns + c] = _ONE if j < num_taggers else _ZERO
@@ -369,7 +371,7 @@ def observe_agent(i, x, y, heading, speed, acc, active, t, obs_row, found, knn_i
     else:
         for c in range(found):
             j = knn_idx[c]
-            _write_relative(obs_row, columns, c, i, j, x, y, heading, speed, acc, fc)
+            _write_relative(obs_row, columns, c, i, j, x, y, heading, speed, acc, float_consts)
             obs_row[5 * columns + c] = _ONE if j < num_taggers else _ZERO
             obs_row[6 * columns + c] = _ONE
         for c in range(found, columns):
@@ -377,16 +379,16 @@ def observe_agent(i, x, y, heading, speed, acc, active, t, obs_row, found, knn_i
                 obs_row[block * columns + c] = _ZERO
     time_slot = OTHER_FEATURES * columns
     if in_game:
-        obs_row[time_slot] = np.float32(t) / np.float32(ic[EPISODE_LENGTH])
+        obs_row[time_slot] = np.float32(t) / np.float32(int_consts[EPISODE_LENGTH])
     else:
         obs_row[time_slot] = _ZERO
-    if ic[OBSERVE_SELF] != 0:
+    if int_consts[OBSERVE_SELF] != 0:
         own_type = _ONE if i < num_taggers else _ZERO
         if in_game:
-            obs_row[time_slot + 1] = x[i] / fc[GRID_LENGTH]
-            obs_row[time_slot + 2] = y[i] / fc[GRID_LENGTH]
-            obs_row[time_slot + 3] = speed[i] / fc[MAX_SPEED]
-            obs_row[time_slot + 4] = heading[i] / fc[TWO_PI]
+            obs_row[time_slot + 1] = x[i] / float_consts[GRID_LENGTH]
+            obs_row[time_slot + 2] = y[i] / float_consts[GRID_LENGTH]
+            obs_row[time_slot + 3] = speed[i] / float_consts[MAX_SPEED]
+            obs_row[time_slot + 4] = heading[i] / float_consts[TWO_PI]
             obs_row[time_slot + 5] = own_type
         else:
             for s in range(1, SELF_FEATURES):
@@ -397,7 +399,7 @@ def observe_agent(i, x, y, heading, speed, acc, active, t, obs_row, found, knn_i
 
 # --------------------------------------------------------------------------------- phase 3: tags
 @kernel_function
-def tagger_in_reach(r, x, y, fc, ic):
+def tagger_in_reach(r, x, y, float_consts, int_consts):
     """The tagger that tags runner ``r`` this step, or -1.
 
     Its nearest tagger (smallest float32 squared distance, ties to the lower id), if its float32
@@ -405,22 +407,22 @@ def tagger_in_reach(r, x, y, fc, ic):
     """
     best = 0
     best_d2 = squared_distance32(r, 0, x, y)
-    for k in range(1, ic[NUM_TAGGERS]):
+    for k in range(1, int_consts[NUM_TAGGERS]):
         d2 = squared_distance32(r, k, x, y)
         if d2 < best_d2:
             best_d2 = d2
             best = k
-    if np.float32(math.sqrt(np.float64(best_d2))) < fc[TAG_MARGIN]:
+    if np.float32(math.sqrt(np.float64(best_d2))) < float_consts[TAG_MARGIN]:
         return best
     return -1
 
 
 @kernel_function
-def tag_runner(r, speed, acc, active, rewards, tag_count, fc, ic):
+def tag_runner(r, speed, acc, active, rewards, tag_count, float_consts, int_consts):
     """Runner ``r`` was tagged: its penalty, its tag mark, and its exit (frozen, speed 0)."""
-    rewards[r] = rewards[r] + fc[TAG_PENALTY]
+    rewards[r] = rewards[r] + float_consts[TAG_PENALTY]
     tag_count[r] = 1
-    if ic[RUNNER_EXITS] != 0:
+    if int_consts[RUNNER_EXITS] != 0:
         active[r] = False
         speed[r] = _ZERO
         acc[r] = _ZERO
@@ -428,14 +430,14 @@ def tag_runner(r, speed, acc, active, rewards, tag_count, fc, ic):
 
 # --------------------------------------------------------------------------------- phase 4: finish
 @kernel_function
-def finalize_reward(a, rewards, tag_count, active, at_end, fc, ic):
+def finalize_reward(a, rewards, tag_count, active, at_end, float_consts, int_consts):
     """Phase 4: a tagger adds ``count * tag_reward``; a runner still in at t == T its bonus."""
-    if a < ic[NUM_TAGGERS]:
+    if a < int_consts[NUM_TAGGERS]:
         count = tag_count[a]
         if count > 0:
-            rewards[a] = rewards[a] + np.float32(count) * fc[TAG_REWARD]
+            rewards[a] = rewards[a] + np.float32(count) * float_consts[TAG_REWARD]
     elif at_end and active[a]:
-        rewards[a] = rewards[a] + fc[END_REWARD]
+        rewards[a] = rewards[a] + float_consts[END_REWARD]
 
 
 # --------------------------------------------------------------------------------- one env's step
@@ -443,29 +445,30 @@ def finalize_reward(a, rewards, tag_count, active, at_end, fc, ic):
 # order (x, y, heading, speed, acceleration, active, t, needs_reset, episode, env_seed, obs,
 # rewards, terminated, truncated, final_obs, final_active, has_final_obs, tag_count, action_error,
 # knn_idx, knn_d2, runners_left), then actions, acc_table, turn_table, start_state, start_given,
-# fc, ic, autoreset_mode. A worker (the CPU thread of an env, or a CUDA thread) handles the agents
+# float_consts, int_consts, autoreset_mode. A worker (the CPU thread of an env, or a CUDA thread) handles the agents
 # ``agent_start(), agent_start() + agent_stride(), ...``; ``barrier`` separates the phases.
 
 @kernel_function(inline=False)
-def _observe_all(e, t, x, y, heading, speed, acc, active, obs, knn_idx, knn_d2, fc, ic):
+def _observe_all(e, t, x, y, heading, speed, acc, active, obs, knn_idx, knn_d2, float_consts, int_consts):
     """Every agent's observation of env ``e`` at time ``t`` (each worker its own kNN scratch row)."""
     slot = min(agent_start(), knn_idx.shape[1] - 1)
-    for a in range(agent_start(), ic[NUM_AGENTS], agent_stride()):
-        found = select_neighbours(a, x, y, active, knn_idx[e, slot], knn_d2[e, slot], fc, ic)
-        observe_agent(a, x, y, heading, speed, acc, active, t, obs[e, a], found, knn_idx[e, slot], fc, ic)
+    for a in range(agent_start(), int_consts[NUM_AGENTS], agent_stride()):
+        found = select_neighbours(a, x, y, active, knn_idx[e, slot], knn_d2[e, slot], float_consts, int_consts)
+        observe_agent(a, x, y, heading, speed, acc, active, t, obs[e, a], found, knn_idx[e, slot],
+                      float_consts, int_consts)
 
 
 @kernel_function(inline=False)
 def _reset_game(e, x, y, heading, speed, acc, active, t, needs_reset, episode, env_seed, obs,
-                tag_count, knn_idx, knn_d2, start_state, start_given, fc, ic):
+                tag_count, knn_idx, knn_d2, start_state, start_given, float_consts, int_consts):
     """Start env ``e``'s next episode: agents drawn from (seed, episode), observations at t = 0."""
     seed = env_seed[e]
     ep = episode[e]
-    for a in range(agent_start(), ic[NUM_AGENTS], agent_stride()):
-        reset_agent(a, seed, ep, x, y, heading, speed, acc, active, start_state, start_given, fc)
+    for a in range(agent_start(), int_consts[NUM_AGENTS], agent_stride()):
+        reset_agent(a, seed, ep, x, y, heading, speed, acc, active, start_state, start_given, float_consts)
         tag_count[e, a] = 0
     barrier()
-    _observe_all(e, 0, x, y, heading, speed, acc, active, obs, knn_idx, knn_d2, fc, ic)
+    _observe_all(e, 0, x, y, heading, speed, acc, active, obs, knn_idx, knn_d2, float_consts, int_consts)
     if agent_start() == 0:
         episode[e] = ep + np.uint64(1)
         t[e] = 0
@@ -476,16 +479,16 @@ def _reset_game(e, x, y, heading, speed, acc, active, t, needs_reset, episode, e
 def _advance_game(e, x, y, heading, speed, acc, active, t, needs_reset, obs,
                   rewards, terminated, truncated, final_obs, final_active, has_final_obs, tag_count,
                   action_error, knn_idx, knn_d2, runners_left,
-                  actions, acc_table, turn_table, fc, ic, autoreset_mode):
+                  actions, acc_table, turn_table, float_consts, int_consts, autoreset_mode):
     """The four phases of env ``e``'s step and its end of game; returns whether the game ended
     (the same for every worker of the env)."""
-    n = ic[NUM_AGENTS]
+    n = int_consts[NUM_AGENTS]
     first = agent_start()
     stride = agent_stride()
     t_new = t[e] + 1
     for a in range(first, n, stride):
         reward, bad = move_agent(a, x, y, heading, speed, acc, active, actions[e, a, 0], actions[e, a, 1],
-                                 acc_table, turn_table, fc, ic)
+                                 acc_table, turn_table, float_consts, int_consts)
         rewards[e, a] = reward
         tag_count[e, a] = 0
         if bad:
@@ -493,21 +496,21 @@ def _advance_game(e, x, y, heading, speed, acc, active, t, needs_reset, obs,
     if first == 0:
         runners_left[e] = 0
     barrier()
-    _observe_all(e, t_new, x, y, heading, speed, acc, active, obs, knn_idx, knn_d2, fc, ic)
+    _observe_all(e, t_new, x, y, heading, speed, acc, active, obs, knn_idx, knn_d2, float_consts, int_consts)
     barrier()
-    for r in range(ic[NUM_TAGGERS] + first, n, stride):
+    for r in range(int_consts[NUM_TAGGERS] + first, n, stride):
         if active[r]:
-            tagger = tagger_in_reach(r, x, y, fc, ic)
+            tagger = tagger_in_reach(r, x, y, float_consts, int_consts)
             if tagger >= 0:
                 atomic_add(tag_count[e], tagger, 1)
-                tag_runner(r, speed, acc, active, rewards[e], tag_count[e], fc, ic)
+                tag_runner(r, speed, acc, active, rewards[e], tag_count[e], float_consts, int_consts)
             if active[r]:
                 atomic_add(runners_left, e, 1)
     barrier()
-    at_end = t_new >= ic[EPISODE_LENGTH]
+    at_end = t_new >= int_consts[EPISODE_LENGTH]
     done = at_end or runners_left[e] == 0
     for a in range(first, n, stride):
-        finalize_reward(a, rewards[e], tag_count[e], active, at_end, fc, ic)
+        finalize_reward(a, rewards[e], tag_count[e], active, at_end, float_consts, int_consts)
         if autoreset_mode == SAME_STEP and done:
             for d in range(obs.shape[2]):
                 final_obs[e, a, d] = obs[e, a, d]
@@ -526,7 +529,7 @@ def _advance_game(e, x, y, heading, speed, acc, active, t, needs_reset, obs,
 def step_envs(start, stop, x_all, y_all, heading_all, speed_all, acc_all, active_all, t, needs_reset,
               episode, env_seed, obs, rewards, terminated, truncated, final_obs, final_active,
               has_final_obs, tag_count, action_error, knn_idx, knn_d2, runners_left,
-              actions, acc_table, turn_table, start_state, start_given, fc, ic, autoreset_mode):
+              actions, acc_table, turn_table, start_state, start_given, float_consts, int_consts, autoreset_mode):
     """Advance envs ``start..stop-1`` by one step under ``autoreset_mode``.
 
     A finished env is reset instead (NEXT_STEP: actions ignored, rewards 0) or left frozen with
@@ -539,10 +542,10 @@ def step_envs(start, stop, x_all, y_all, heading_all, speed_all, acc_all, active
         if needs_reset[e]:  # the same for every worker of the env
             if autoreset_mode == NEXT_STEP:
                 _reset_game(e, x, y, heading, speed, acc, active, t, needs_reset, episode, env_seed, obs,
-                            tag_count, knn_idx, knn_d2, start_state, start_given, fc, ic)
+                            tag_count, knn_idx, knn_d2, start_state, start_given, float_consts, int_consts)
                 if agent_start() == 0:
                     terminated[e] = False
-            for a in range(agent_start(), ic[NUM_AGENTS], agent_stride()):
+            for a in range(agent_start(), int_consts[NUM_AGENTS], agent_stride()):
                 rewards[e, a] = _ZERO
             if agent_start() == 0:
                 truncated[e] = False
@@ -550,11 +553,11 @@ def step_envs(start, stop, x_all, y_all, heading_all, speed_all, acc_all, active
             done = _advance_game(e, x, y, heading, speed, acc, active, t, needs_reset, obs, rewards,
                                  terminated, truncated, final_obs, final_active, has_final_obs, tag_count,
                                  action_error, knn_idx, knn_d2, runners_left,
-                                 actions, acc_table, turn_table, fc, ic, autoreset_mode)
+                                 actions, acc_table, turn_table, float_consts, int_consts, autoreset_mode)
             if autoreset_mode == SAME_STEP and done:
                 barrier()
                 _reset_game(e, x, y, heading, speed, acc, active, t, needs_reset, episode, env_seed, obs,
-                            tag_count, knn_idx, knn_d2, start_state, start_given, fc, ic)
+                            tag_count, knn_idx, knn_d2, start_state, start_given, float_consts, int_consts)
         barrier()
         _store_rows(e, x_all, y_all, heading_all, speed_all, acc_all, active_all,
                     x, y, heading, speed, acc, active)
@@ -564,7 +567,7 @@ def step_envs(start, stop, x_all, y_all, heading_all, speed_all, acc_all, active
 def reset_envs(start, stop, mask, x_all, y_all, heading_all, speed_all, acc_all, active_all, t,
                needs_reset, episode, env_seed, obs, rewards, terminated, truncated, final_obs,
                final_active, has_final_obs, tag_count, action_error, knn_idx, knn_d2, runners_left,
-               actions, acc_table, turn_table, start_state, start_given, fc, ic, autoreset_mode):
+               actions, acc_table, turn_table, start_state, start_given, float_consts, int_consts, autoreset_mode):
     """Start the next episode of the envs ``e`` in ``start..stop-1`` where ``mask[e]``."""
     for e in range(start, stop):
         if mask[e]:  # the same for every worker of the env
@@ -572,7 +575,7 @@ def reset_envs(start, stop, mask, x_all, y_all, heading_all, speed_all, acc_all,
             speed, acc, active = env_rows(speed_all[e], 3), env_rows(acc_all[e], 4), env_rows(active_all[e], 5)
             barrier()
             _reset_game(e, x, y, heading, speed, acc, active, t, needs_reset, episode, env_seed, obs,
-                        tag_count, knn_idx, knn_d2, start_state, start_given, fc, ic)
+                        tag_count, knn_idx, knn_d2, start_state, start_given, float_consts, int_consts)
             barrier()
             _store_rows(e, x_all, y_all, heading_all, speed_all, acc_all, active_all,
                         x, y, heading, speed, acc, active)
@@ -594,7 +597,7 @@ SHARED_SLOTS = 6
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _draw_start(seed, start_state, fc):
+def _draw_start(seed, start_state, float_consts):
     n = start_state.shape[1]
     given = np.zeros(3, dtype=np.bool_)
     speed = np.zeros(n, dtype=np.float32)
@@ -602,12 +605,12 @@ def _draw_start(seed, start_state, fc):
     active = np.zeros(n, dtype=np.bool_)
     for a in range(n):
         reset_agent(a, seed, np.uint64(0), start_state[0], start_state[1], start_state[2], speed, acc, active,
-                    start_state, given, fc)
+                    start_state, given, float_consts)
 
 
-def draw_start_state(seed: int, num_agents: int, fc: np.ndarray) -> np.ndarray:
+def draw_start_state(seed: int, num_agents: int, float_consts: np.ndarray) -> np.ndarray:
     """The start state [3, N] (x, y, heading) that stream ``seed`` draws for its first episode
     (``reset_mode="fixed"`` hands it to every env)."""
     start_state = np.zeros((3, num_agents), dtype=np.float32)
-    _draw_start(np.uint64(seed), start_state, fc)
+    _draw_start(np.uint64(seed), start_state, float_consts)
     return start_state

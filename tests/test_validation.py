@@ -247,8 +247,8 @@ def test_a_step_under_a_minute_is_accepted():
 def test_the_float32_constants_of_accepted_parameters_are_finite():
     params = TagParams(grid_length=6e18, max_speed=1e38, max_acceleration=1e38, min_acceleration=-1e38,
                        max_turn=1e30, min_turn=-1e30, tag_reward_for_tagger=1e37, edge_hit_penalty=-1e38)
-    fc, _ = tag_logic.make_consts(params)
-    assert np.isfinite(fc).all()
+    float_consts, _ = tag_logic.make_consts(params)
+    assert np.isfinite(float_consts).all()
     for low, high, levels in ((params.min_acceleration, params.max_acceleration, 7), (params.min_turn, params.max_turn, 5)):
         assert np.isfinite(tag_logic.action_levels(low, high, levels)).all()
     assert math.isfinite(float(np.float32(params.grid_length) ** 2 * np.float32(8)))
