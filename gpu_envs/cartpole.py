@@ -27,7 +27,7 @@ from gymnasium.envs.classic_control.utils import maybe_parse_reset_bounds
 from gymnasium.vector.utils import batch_space
 
 from gpu_envs import devices
-from gpu_envs.engine import KernelEnv
+from gpu_envs.engine import ComponentMajorState, KernelEnv
 from gpu_envs.kernels import cartpole_logic as logic
 from gpu_envs.single import SingleEnv
 from gpu_envs.validation import check_max_episode_steps, check_reset_bounds
@@ -44,7 +44,7 @@ def _reset_bounds(options: dict[str, Any] | None) -> tuple[float, float]:
     return low, high
 
 
-class CartPoleVectorEnv(KernelEnv, VectorEnv):
+class CartPoleVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
     """``num_envs`` CartPole-v1 games stepped together on ``device``; tensors in, tensors out.
 
     Args:
@@ -60,6 +60,8 @@ class CartPoleVectorEnv(KernelEnv, VectorEnv):
             before each step; shapes and dtypes are always checked. On CUDA the value check costs
             one host synchronisation per step; trainers that sample valid actions on the device may
             turn it off.
+
+    ``state`` is the live [num_envs, 4] state (x, x_dot, theta, theta_dot), assignable.
     """
 
     game = "cartpole"
@@ -103,21 +105,6 @@ class CartPoleVectorEnv(KernelEnv, VectorEnv):
 
     def settings(self) -> tuple:
         return self.max_episode_steps, self.sutton_barto_reward, self.autoreset_code
-
-    @property
-    def state(self) -> torch.Tensor:
-        """The [num_envs, 4] state (x, x_dot, theta, theta_dot): a view, writes go to the envs.
-
-        The kernels store it component-major, so this view is not contiguous (its ``.T`` is).
-        """
-        return self._tensors.state.T
-
-    @state.setter
-    def state(self, value) -> None:
-        value = torch.as_tensor(value, dtype=self.dtype, device=self.device)
-        if value.shape != (self.num_envs, 4):
-            raise ValueError(f"state must have shape ({self.num_envs}, 4), got {tuple(value.shape)}")
-        self._tensors.state.copy_(value.T)
 
     def apply_reset_options(self, options: dict[str, Any]) -> None:
         """``low``/``high``: the bounds of the uniform start-state draw (gymnasium's options)."""

@@ -407,3 +407,21 @@ def _float_action_layout(actions, shape: tuple[int, ...], device: torch.device) 
     if tuple(tensor.shape) != tuple(shape):
         raise ValueError(f"actions must have shape {tuple(shape)}, got {tuple(tensor.shape)}")
     return tensor.to(device=device, dtype=torch.float32)
+
+
+class ComponentMajorState:
+    """Mixin of a :class:`KernelEnv` whose state is one component-major buffer ``"state"``
+    ([components, num_envs]: GPU threads read it coalesced, the CPU loops vectorise over it)."""
+
+    @property
+    def state(self) -> torch.Tensor:
+        """The [num_envs, components] state: a view (not contiguous; its ``.T`` is), writes go to the envs."""
+        return self._tensors.state.T
+
+    @state.setter
+    def state(self, value) -> None:
+        expected = tuple(self._tensors.state.T.shape)
+        value = torch.as_tensor(value, dtype=self._tensors.state.dtype, device=self.device)
+        if tuple(value.shape) != expected:
+            raise ValueError(f"state must have shape {expected}, got {tuple(value.shape)}")
+        self._tensors.state.copy_(value.T)

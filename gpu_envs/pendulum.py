@@ -27,7 +27,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from gpu_envs import devices
-from gpu_envs.engine import KernelEnv
+from gpu_envs.engine import ComponentMajorState, KernelEnv
 from gpu_envs.kernels import pendulum_logic as logic
 from gpu_envs.single import SingleEnv
 from gpu_envs.validation import check_max_episode_steps
@@ -59,7 +59,7 @@ def _check_gravity(g) -> float:
     return float(g)
 
 
-class PendulumVectorEnv(KernelEnv, VectorEnv):
+class PendulumVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
     """``num_envs`` Pendulum-v1 games stepped together on ``device``; tensors in, tensors out.
 
     Args:
@@ -75,7 +75,8 @@ class PendulumVectorEnv(KernelEnv, VectorEnv):
             step clips them like gymnasium. Shapes and dtypes are always checked. On CUDA the value
             check costs one host synchronisation per step.
 
-    Actions are a float tensor of shape [num_envs, 1], used as float32.
+    Actions are a float tensor of shape [num_envs, 1], used as float32. ``state`` is the live
+    [num_envs, 2] state (theta, theta_dot), assignable.
     """
 
     game = "pendulum"
@@ -117,21 +118,6 @@ class PendulumVectorEnv(KernelEnv, VectorEnv):
 
     def settings(self) -> tuple:
         return self.max_episode_steps, self.autoreset_code
-
-    @property
-    def state(self) -> torch.Tensor:
-        """The [num_envs, 2] state (theta, theta_dot): a view, writes go to the envs.
-
-        The kernels store it component-major, so this view is not contiguous (its ``.T`` is).
-        """
-        return self._tensors.state.T
-
-    @state.setter
-    def state(self, value) -> None:
-        value = torch.as_tensor(value, dtype=self.dtype, device=self.device)
-        if value.shape != (self.num_envs, 2):
-            raise ValueError(f"state must have shape ({self.num_envs}, 2), got {tuple(value.shape)}")
-        self._tensors.state.copy_(value.T)
 
     def apply_reset_options(self, options: dict[str, Any]) -> None:
         """``x_init``/``y_init``: the bounds of the symmetric start-state draw (gymnasium's options).
