@@ -9,9 +9,18 @@ for gymnasium, so action sampling is not timed. Ours returns fresh torch tensors
 user gets them. gymnasium's SyncVectorEnv is a Python loop over envs and is skipped above
 ``--sync-max-envs``.
 
+The "bare kernel" rows (``--bare-kernel``) time our CPU driver alone (``env._driver.step`` on prepared arguments, the
+actions slot taken from the same pool): no action checks, no tensors, and the same output arrays
+every step, where the env writes each step's outputs into new arrays. One row per numba thread count
+(1 and ``NUMBA_NUM_THREADS``); the ratio to the "faster bare kernel" takes the faster of them in each
+round.
+
 Also measured: the first step in a fresh Python process whose numba compile cache is warm (a
 subprocess imports gpu_envs, builds the env, resets and times one step; it runs twice, the first run
 fills the cache if it is cold).
+
+The builders take a :class:`Game`, so other single-agent games reuse this module
+(:mod:`gpu_envs.benchmarks.pendulum`).
 """
 
 from __future__ import annotations
@@ -21,11 +30,12 @@ import datetime
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import textwrap
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -37,6 +47,28 @@ ACTION_POOL = 64
 FIRST_STEP_NUM_ENVS = (16, 4096)
 FIRST_STEP_TARGET_S = 2.0
 NOISY_MARK = "†"
+
+
+@dataclass(frozen=True)
+class Game:
+    """A single-agent game as the benchmark sees it.
+
+    Attributes:
+        name: the benchmark's name ("cartpole"), recorded in the JSON.
+        env_class: our vector env's class name in :mod:`gpu_envs`.
+        gym_id: gymnasium's id of the same game.
+        random_actions: ``(rng, pool_size, num_envs) -> array``, a pool of random action batches as
+            the env takes them (NumPy; ours gets them as torch tensors).
+    """
+
+    name: str
+    env_class: str
+    gym_id: str
+    random_actions: Callable[[np.random.Generator, int, int], np.ndarray]
+
+
+CARTPOLE = Game("cartpole", "CartPoleVectorEnv", "CartPole-v1",
+                lambda rng, pool, n: rng.integers(0, 2, size=(pool, n), dtype=np.int64))
 
 
 @dataclass
@@ -61,20 +93,33 @@ class Impl:
     skip_reason: str = ""
 
 
+#: Ratio rows: the reference's name and its keys (several keys: the fastest of them in each round).
+RATIO_REFERENCES: dict[str, tuple[str, ...]] = {
+    "gymnasium CartPoleVectorEnv": ("gym_vector",),
+    "gymnasium SyncVectorEnv": ("gym_sync",),
+    "bare kernel, 1 thread": ("bare_cpu_1t",),
+    "faster bare kernel": ("bare_cpu_1t", "bare_cpu_2t"),
+}
+
+
+def _make_env(game: Game, num_envs: int, device: str, dtype: str | None, validate_actions: bool = True):
+    import gpu_envs
+
+    return getattr(gpu_envs, game.env_class)(num_envs, device=device, dtype=dtype,
+                                             validate_actions=validate_actions)
+
+
 def gpu_envs_runner(device: str, dtype: str | None, validate_actions: bool = True,
-                    pool_size: int = ACTION_POOL) -> Callable[[int, int], Runner]:
-    """A builder of :class:`Runner` for our ``CartPoleVectorEnv`` (actions: torch int64 on the device)."""
+                    pool_size: int = ACTION_POOL, game: Game = CARTPOLE) -> Callable[[int, int], Runner]:
+    """A builder of :class:`Runner` for our vector env of ``game`` (actions: torch tensors on the device)."""
 
     def build(num_envs: int, seed: int) -> Runner:
         import torch
 
-        from gpu_envs.cartpole import CartPoleVectorEnv
-
-        env = CartPoleVectorEnv(num_envs, device=device, dtype=dtype, validate_actions=validate_actions)
+        env = _make_env(game, num_envs, device, dtype, validate_actions)
         env.reset(seed=seed)
-        generator = torch.Generator(device=env.device).manual_seed(seed)
-        pool = torch.randint(0, 2, (pool_size, num_envs), generator=generator, dtype=torch.int64,
-                             device=env.device)
+        pool = torch.as_tensor(game.random_actions(np.random.default_rng(seed), pool_size, num_envs),
+                               device=env.device)
         next_actions = timing.cycle_pool(pool)
         sync = torch.cuda.synchronize if env.device.type == "cuda" else None
         return Runner(lambda: env.step(next_actions()), num_envs, sync, env.close,
@@ -84,29 +129,74 @@ def gpu_envs_runner(device: str, dtype: str | None, validate_actions: bool = Tru
     return build
 
 
-def _gymnasium(mode: str) -> Callable[[int, int], Runner]:
+def bare_kernel_runner(threads: int, dtype: str | None, game: Game = CARTPOLE) -> Callable[[int, int], Runner]:
+    """A builder of :class:`Runner` that calls our CPU driver directly with ``threads`` numba threads.
+
+    The env is built and reset as usual; each call then runs ``env._driver.step`` on the env's
+    kernel arguments with the actions slot taken from a pre-drawn pool. The numba thread count is
+    set for the call and restored after it (the other rows run with the process default).
+    """
+
+    def build(num_envs: int, seed: int) -> Runner:
+        import numba
+
+        env = _make_env(game, num_envs, "cpu", dtype)
+        env.reset(seed=seed)
+        pool = game.random_actions(np.random.default_rng(seed), ACTION_POOL, num_envs)
+        slot, driver = env._actions_index, env._driver
+        prepared = [(*env.kernel_args[:slot], actions, *env.kernel_args[slot + 1:]) for actions in pool]
+        next_args = timing.cycle_pool(prepared)
+        default = numba.get_num_threads()
+
+        def call() -> None:
+            numba.set_num_threads(threads)
+            driver.step(num_envs, next_args())
+            numba.set_num_threads(default)
+
+        return Runner(call, num_envs, None, env.close,
+                      {"dtype": str(env.dtype).replace("torch.", ""), "device": "cpu", "numba_threads": threads})
+
+    return build
+
+
+def _gymnasium(mode: str, game: Game = CARTPOLE) -> Callable[[int, int], Runner]:
     def build(num_envs: int, seed: int) -> Runner:
         import gymnasium as gym
 
-        env = gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode=mode)
+        env = gym.make_vec(game.gym_id, num_envs=num_envs, vectorization_mode=mode)
         env.reset(seed=seed)
-        pool = np.random.default_rng(seed).integers(0, 2, size=(ACTION_POOL, num_envs), dtype=np.int64)
-        next_actions = timing.cycle_pool(pool)
+        next_actions = timing.cycle_pool(game.random_actions(np.random.default_rng(seed), ACTION_POOL, num_envs))
         return Runner(lambda: env.step(next_actions()), num_envs, None, env.close,
                       {"vector_class": type(env.unwrapped).__name__})
 
     return build
 
 
-def implementations(devices: list[str], dtype: str | None, sync_max_envs: int) -> list[Impl]:
-    """The rows to measure: ours on each device (default and validate_actions=False), then gymnasium."""
+def implementations(devices: list[str], dtype: str | None, sync_max_envs: int, game: Game = CARTPOLE,
+                    notes: list[str] | None = None, bare_kernel: bool = False) -> list[Impl]:
+    """The rows to measure: ours on each device (default and validate_actions=False), with
+    ``bare_kernel`` the bare CPU kernel (1 and NUMBA_NUM_THREADS threads), then gymnasium's own
+    vector env (when the game has one, else a note) and its SyncVectorEnv."""
+    import gymnasium as gym
+    import numba
+
     rows = []
     for device in devices:
-        rows.append(Impl(f"gpu_envs_{device}", f"gpu_envs {device}", gpu_envs_runner(device, dtype, True)))
+        rows.append(Impl(f"gpu_envs_{device}", f"gpu_envs {device}", gpu_envs_runner(device, dtype, True, game=game)))
         rows.append(Impl(f"gpu_envs_{device}_novalidate", f"gpu_envs {device}, validate_actions=False",
-                         gpu_envs_runner(device, dtype, False)))
-    rows.append(Impl("gym_vector", "gymnasium CartPoleVectorEnv (numpy)", _gymnasium("vector_entry_point")))
-    rows.append(Impl("gym_sync", "gymnasium SyncVectorEnv", _gymnasium("sync"),
+                         gpu_envs_runner(device, dtype, False, game=game)))
+    if bare_kernel and "cpu" in devices:
+        for threads in sorted({1, numba.config.NUMBA_NUM_THREADS}):
+            rows.append(Impl(f"bare_cpu_{threads}t", f"bare CPU kernel, {threads} thread{'s' * (threads > 1)}",
+                             bare_kernel_runner(threads, dtype, game)))
+    vector_class = gym.spec(game.gym_id).vector_entry_point
+    if vector_class:
+        rows.append(Impl("gym_vector", f"gymnasium {str(vector_class).rsplit(':', 1)[-1]} (numpy)",
+                         _gymnasium("vector_entry_point", game)))
+    elif notes is not None:
+        notes.append(f"gymnasium has no vector implementation of {game.gym_id} (no vector_entry_point): "
+                     "its SyncVectorEnv is the reference")
+    rows.append(Impl("gym_sync", "gymnasium SyncVectorEnv", _gymnasium("sync", game),
                      max_envs=sync_max_envs or None,
                      skip_reason=f"Python loop over envs: skipped above {sync_max_envs} envs "
                                  "(--sync-max-envs)"))
@@ -114,9 +204,9 @@ def implementations(devices: list[str], dtype: str | None, sync_max_envs: int) -
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``gpu-envs bench cartpole``."""
+    """Options of ``gpu-envs bench cartpole`` (and of the games reusing this module)."""
     parser.add_argument("--num-envs", default=DEFAULT_NUM_ENVS,
-                        help=f"comma-separated batch sizes (default {DEFAULT_NUM_ENVS})")
+                        help="comma-separated batch sizes (default %(default)s)")
     parser.add_argument("--devices", default="cpu,cuda",
                         help="devices for gpu_envs, comma-separated; cuda is skipped with a note when "
                              "no GPU is usable (default cpu,cuda)")
@@ -130,7 +220,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--extra-attempts", type=int, default=3,
                         help="retries for repeats disturbed by other processes (3)")
     parser.add_argument("--sync-max-envs", type=int, default=4096,
-                        help="largest size for gymnasium's SyncVectorEnv, 0 = no limit (4096)")
+                        help="largest size for gymnasium's SyncVectorEnv, 0 = no limit (%(default)s)")
+    parser.add_argument("--bare-kernel", action="store_true",
+                        help="also time our CPU driver alone on prepared arguments, with 1 and "
+                             "NUMBA_NUM_THREADS numba threads")
     parser.add_argument("--skip-first-step", action="store_true",
                         help="do not measure the first step of a fresh process")
     parser.add_argument("--quick", action="store_true",
@@ -233,12 +326,13 @@ _FIRST_STEP_SCRIPT = textwrap.dedent("""
     import gpu_envs
     imported = time.perf_counter() - start
     out = {"import_s": imported, "steps": []}
+    env_class, env_kwargs = getattr(gpu_envs, sys.argv[3]), json.loads(sys.argv[4])
     for num_envs in json.loads(sys.argv[2]):
         start = time.perf_counter()
-        env = gpu_envs.CartPoleVectorEnv(num_envs, device=sys.argv[1])
+        env = env_class(num_envs, device=sys.argv[1], **env_kwargs)
         env.reset(seed=0)
         ready = time.perf_counter() - start
-        actions = torch.zeros(num_envs, dtype=torch.int64, device=env.device)
+        actions = torch.as_tensor(env.action_space.sample(), device=env.device)
         start = time.perf_counter()
         env.step(actions)
         if env.device.type == "cuda":
@@ -249,18 +343,24 @@ _FIRST_STEP_SCRIPT = textwrap.dedent("""
 """)
 
 
-def measure_first_step(device: str, runs: int = 2) -> list[dict]:
-    """First step of a fresh process, ``runs`` times in a row (the first may fill the compile cache)."""
+def measure_first_step(device: str, runs: int = 2, env_class: str = CARTPOLE.env_class,
+                       env_kwargs: dict | None = None,
+                       sizes: Sequence[int] = FIRST_STEP_NUM_ENVS) -> list[dict]:
+    """First step of a fresh process, ``runs`` times in a row (the first may fill the compile cache).
+
+    The process builds ``gpu_envs.<env_class>(num_envs, device=device, **env_kwargs)`` at each size,
+    resets it and times one step with a sampled action batch.
+    """
     records = []
     for run in range(1, runs + 1):
-        done = subprocess.run([sys.executable, "-c", _FIRST_STEP_SCRIPT, device,
-                               json.dumps(list(FIRST_STEP_NUM_ENVS))],
+        done = subprocess.run([sys.executable, "-c", _FIRST_STEP_SCRIPT, device, json.dumps(list(sizes)),
+                               env_class, json.dumps(env_kwargs or {})],
                               capture_output=True, text=True, timeout=600)
         if done.returncode != 0:
             raise RuntimeError(f"first-step subprocess failed ({done.returncode}):\n{done.stderr[-2000:]}")
         result = json.loads(done.stdout.strip().splitlines()[-1])
         for step in result["steps"]:
-            records.append({"kind": "first_step", "device": device, "run": run,
+            records.append({"kind": "first_step", "env_class": env_class, "device": device, "run": run,
                             "import_s": result["import_s"], **step})
     return records
 
@@ -269,6 +369,14 @@ def _cell(record: dict) -> str:
     if record["kind"] == "skipped":
         return "skipped"
     return timing.format_rate(record["env_steps_per_s"]) + (NOISY_MARK if record["noisy"] else "")
+
+
+def _fastest_per_round(references: list[dict]) -> dict:
+    """One reference record from several measured in the same rounds: the fastest in each round."""
+    if len(references) == 1:
+        return references[0]
+    rates = [max(rates) for rates in zip(*(r["repeat_rates"] for r in references))]
+    return {"repeat_rates": rates, "env_steps_per_s": statistics.median(rates)}
 
 
 def _ratio(ours: dict, reference: dict) -> float:
@@ -292,16 +400,18 @@ def format_table(records: list[dict], sizes: list[int], notes: list[str]) -> str
         firsts = [r["first_call_s"] for r in cells.values() if r["kind"] == "throughput"]
         rows.append([labels[key]] + [_cell(cells[n]) if n in cells else "" for n in sizes]
                     + [f"{max(firsts):.2f}" if firsts else ""])
-    reference = by_key.get("gym_vector", {})
-    for key, cells in by_key.items():
-        if not key.startswith("gpu_envs") or not reference:
-            continue
-        ratios = []
-        for n in sizes:
-            ours, theirs = cells.get(n), reference.get(n)
-            ok = ours and theirs and ours["kind"] == theirs["kind"] == "throughput"
-            ratios.append(f"{_ratio(ours, theirs):.2f}x" if ok else "")
-        rows.append([f"ratio {labels[key]} / gymnasium CartPoleVectorEnv"] + ratios + [""])
+    for name, reference_keys in RATIO_REFERENCES.items():
+        for key, cells in by_key.items():
+            if not key.startswith("gpu_envs"):
+                continue
+            ratios = []
+            for n in sizes:
+                ours = cells.get(n)
+                theirs = [by_key.get(ref, {}).get(n) for ref in reference_keys]
+                ok = ours and ours["kind"] == "throughput" and all(t and t["kind"] == "throughput" for t in theirs)
+                ratios.append(f"{_ratio(ours, _fastest_per_round(theirs)):.2f}x" if ok else "")
+            if any(ratios):
+                rows.append([f"ratio {labels[key]} / {name}"] + ratios + [""])
     lines = [timing.markdown_table(header, rows)]
     if any(NOISY_MARK in cell for row in rows for cell in row):
         lines.append(f"\n{NOISY_MARK} other processes used >= {timing.NOISY_THRESHOLD:.0%} of the CPUs "
@@ -317,18 +427,18 @@ def format_table(records: list[dict], sizes: list[int], notes: list[str]) -> str
 
 def format_first_steps(records: list[dict]) -> str:
     """Table of the fresh-process first-step measurements."""
-    header = ["fresh process", "device", "N", "import gpu_envs (s)", "make + reset (s)", "first step (s)"]
+    header = ["fresh process", "env", "device", "N", "import gpu_envs (s)", "make + reset (s)", "first step (s)"]
     rows = []
     for r in records:
         verdict = "" if r["first_step_s"] < FIRST_STEP_TARGET_S else f" (over the {FIRST_STEP_TARGET_S:g} s target)"
         rows.append([f"run {r['run']}" + (" (may fill the cache)" if r["run"] == 1 else " (warm cache)"),
-                     r["device"], str(r["num_envs"]), f"{r['import_s']:.2f}",
+                     r.get("env_class", CARTPOLE.env_class), r["device"], str(r["num_envs"]), f"{r['import_s']:.2f}",
                      f"{r['make_and_reset_s']:.3f}", f"{r['first_step_s']:.3f}{verdict}"])
     return timing.markdown_table(header, rows)
 
 
-def run(args) -> int:
-    """Entry point of ``gpu-envs bench cartpole``."""
+def run(args, game: Game = CARTPOLE) -> int:
+    """Entry point of ``gpu-envs bench cartpole`` (and of the other games' benchmarks built on it)."""
     to_stdout = args.json == "-"
     out = sys.stderr if to_stdout else sys.stdout
 
@@ -338,17 +448,17 @@ def run(args) -> int:
     sizes = _parse_sizes(args.num_envs)
     notes: list[str] = []
     devices = _usable_devices(args.devices, notes)
-    impls = implementations(devices, args.dtype, args.sync_max_envs)
+    impls = implementations(devices, args.dtype, args.sync_max_envs, game, notes, args.bare_kernel)
     started = datetime.datetime.now().astimezone()
     info = machine_info()
     records = measure_throughput(impls, sizes, args.seed, _timing_options(args), log)
     if not args.skip_first_step:
         for device in devices:
-            records += measure_first_step(device)
+            records += measure_first_step(device, env_class=game.env_class)
     table = format_table(records, sizes, notes)
     print(table, file=out, flush=True)
     if args.json is not None:
-        document = {"benchmark": "cartpole", "date": started.isoformat(timespec="seconds"),
+        document = {"benchmark": game.name, "date": started.isoformat(timespec="seconds"),
                     "command": sys.argv, "settings": {k: v for k, v in vars(args).items() if k != "func"},
                     "machine": info, "notes": notes, "records": records}
         text = json.dumps(document, indent=1, default=str)

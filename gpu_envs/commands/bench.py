@@ -1,4 +1,4 @@
-"""``gpu-envs bench cartpole|tag``: throughput of our envs beside the peers, in one process run."""
+"""``gpu-envs bench cartpole|pendulum|tag``: throughput of our envs beside the peers, in one process run."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import importlib
 
 BENCHMARKS = {
     "cartpole": "gpu_envs.benchmarks.cartpole",
+    "pendulum": "gpu_envs.benchmarks.pendulum",
     "tag": "gpu_envs.benchmarks.tag",
     "sb3-ppo": "gpu_envs.benchmarks.sb3_ppo",
     "train-cartpole": "gpu_envs.benchmarks.train_cartpole",
