@@ -332,7 +332,9 @@ _FIRST_STEP_SCRIPT = textwrap.dedent("""
         env = env_class(num_envs, device=sys.argv[1], **env_kwargs)
         env.reset(seed=0)
         ready = time.perf_counter() - start
-        actions = torch.as_tensor(env.action_space.sample(), device=env.device)
+        # zeros are valid actions of every game; Tag has no batched action_space, hence _action_shape
+        dtype = torch.as_tensor(env.single_action_space.sample()).dtype
+        actions = torch.zeros(env._action_shape, dtype=dtype, device=env.device)
         start = time.perf_counter()
         env.step(actions)
         if env.device.type == "cuda":
