@@ -144,8 +144,8 @@ def test_checkpoint_with_the_gaussian_head_resumes_weights_and_adam_state(tmp_pa
 def test_pendulum_preset_learns_to_the_stop_value(tmp_path):
     from gpu_envs.trainers.fabric_loop import train
 
-    overrides = ["trainer.compile=false", "trainer.progress_bar=false", "trainer.total_timesteps=200000",
+    overrides = ["trainer.compile=false", "trainer.progress_bar=false", "trainer.total_timesteps=400000",
                  f"saving.basedir={tmp_path}"]
     summary = train(RunConfig.from_dict(apply_overrides(preset("pendulum"), overrides)))
     assert summary["best_eval"] >= -250.0
-    assert summary["env_steps"] < 200_000  # stopped at the stop value, not at the budget
+    assert summary["env_steps"] < 400_000  # stopped at the stop value, not at the budget
