@@ -23,6 +23,7 @@ reads), validation of actions, fresh output tensors per step, launches on torch'
 from __future__ import annotations
 
 import copy
+import os
 import warnings
 from typing import Any, ClassVar
 
@@ -152,6 +153,7 @@ class KernelEnv:
         if missing:
             raise TypeError(f"{type(self).__name__}.buffer_layout() lacks the buffers {missing}")
         self._layout = layout
+        _check_memory(layout, self.device, type(self).__name__)
         self._tensors = Buffers({name: torch.zeros(shape, dtype=_TORCH_STORAGE[np.dtype(dtype)], device=self.device)
                                  for name, (shape, dtype) in layout.items()})
         self._action_shape, self._action_dtype = self.action_layout()
@@ -407,6 +409,21 @@ def _float_action_layout(actions, shape: tuple[int, ...], device: torch.device) 
     if tuple(tensor.shape) != tuple(shape):
         raise ValueError(f"actions must have shape {tuple(shape)}, got {tuple(tensor.shape)}")
     return tensor.to(device=device, dtype=torch.float32)
+
+
+def _check_memory(layout: dict[str, tuple[tuple[int, ...], np.dtype]], device: torch.device, name: str) -> None:
+    """Refuse buffers larger than the free memory of ``device`` (a clear error, not the OOM killer)."""
+    needed = sum(int(np.prod(shape, dtype=np.float64)) * np.dtype(dtype).itemsize for shape, dtype in layout.values())
+    if device.type == "cuda":
+        free = torch.cuda.mem_get_info(device)[0]
+    else:
+        try:
+            free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+        except (ValueError, OSError, AttributeError):  # not a POSIX system: let the allocator decide
+            return
+    if needed > free:
+        raise ValueError(f"{name} needs {needed / 2**30:.2f} GiB of buffers on {device}, but only "
+                         f"{free / 2**30:.2f} GiB are free: use fewer envs (or agents, or a smaller observation)")
 
 
 class ComponentMajorState:

@@ -65,3 +65,8 @@ def test_torchrl_step_without_an_action_names_the_entry():
     env = CartPoleTorchRLEnv(2)
     with pytest.raises(KeyError, match="no 'action' entry"):
         env.step(env.reset())
+
+
+def test_buffers_larger_than_free_memory_are_refused_before_allocating():
+    with pytest.raises(ValueError, match=r"GiB of buffers on cpu, but only"):
+        TagVectorEnv(10**6, num_runners=100, num_taggers=5, use_full_observation=False, num_other_agents_observed=10)
