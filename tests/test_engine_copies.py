@@ -67,6 +67,11 @@ def test_torchrl_step_without_an_action_names_the_entry():
         env.step(env.reset())
 
 
-def test_buffers_larger_than_free_memory_are_refused_before_allocating():
-    with pytest.raises(ValueError, match=r"GiB of buffers on cpu, but only"):
-        TagVectorEnv(10**6, num_runners=100, num_taggers=5, use_full_observation=False, num_other_agents_observed=10)
+def test_buffers_larger_than_free_memory_are_refused_before_allocating(monkeypatch):
+    from gpu_envs import engine
+
+    free_pages = {"SC_PAGE_SIZE": 4096, "SC_AVPHYS_PAGES": 256}  # 1 MiB free
+    monkeypatch.setattr(engine.os, "sysconf", lambda name: free_pages[name])
+    with pytest.raises(ValueError, match=r"GiB of buffers on cpu, but only 0.00 GiB are free"):
+        TagVectorEnv(64, num_runners=100, num_taggers=5, use_full_observation=False, num_other_agents_observed=10)
+    CartPoleVectorEnv(64)  # a few KiB: fits
