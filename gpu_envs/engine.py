@@ -289,9 +289,9 @@ class KernelEnv:
         self._check_open()
         if not self._is_reset:
             raise RuntimeError("call reset() before step()")
+        actions = self.check_actions(actions)  # the input first, then the envs' state
         if self.autoreset_mode == AutoresetMode.DISABLED and self.validate_actions:
             check_all_reset(self._tensors.needs_reset, self.env_noun)
-        actions = self.check_actions(actions)
         if self._on_cpu:
             outputs = self._step_on_cpu(actions)
         else:
