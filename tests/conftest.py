@@ -19,3 +19,35 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cudasim" in item.keywords and not CUDA_KERNELS_RUNNABLE:
             item.add_marker(skip)
+
+
+def _assert_matches_cpu(expected, actual, what: str) -> None:
+    """A CUDA-env tensor against the CPU env's: bit for bit in the simulator (it runs the same
+    Python) and for integers and flags; floats within 1e-4 on a real GPU (FMA, libdevice)."""
+    import numpy as np
+    import torch
+
+    from gpu_envs import devices
+
+    actual = actual.cpu()
+    if devices.simulated_cuda() or not expected.is_floating_point():
+        assert torch.equal(actual, expected), f"{what} differs"
+    else:
+        np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=0, atol=1e-4, err_msg=what)
+
+
+def _assert_envs_match(cpu_env, cuda_env, where: str) -> None:
+    """Every buffer of ``state_snapshot()`` (see :func:`_assert_matches_cpu`)."""
+    cuda_state = cuda_env.state_snapshot()
+    for name, expected in cpu_env.state_snapshot().items():
+        _assert_matches_cpu(expected, cuda_state[name], f"buffer {name} at {where}")
+
+
+@pytest.fixture
+def assert_matches_cpu():
+    return _assert_matches_cpu
+
+
+@pytest.fixture
+def assert_envs_match():
+    return _assert_envs_match

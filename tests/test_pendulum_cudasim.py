@@ -10,31 +10,21 @@ import numpy as np
 import pytest
 import torch
 
-from gpu_envs import devices
 from gpu_envs.pendulum import PendulumVectorEnv
 
 pytestmark = pytest.mark.cudasim
 NUM_ENVS = 37  # not a multiple of the CUDA block size: exercises the bounds guard
 
 
-def assert_same(expected: torch.Tensor, actual: torch.Tensor, exact: bool, what: str) -> None:
-    actual = actual.cpu()
-    if exact or not expected.is_floating_point():
-        assert torch.equal(actual, expected), f"{what} differs"
-    else:
-        np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=0, atol=1e-4, err_msg=what)
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("mode", ["next_step", "same_step", "disabled"])
-def test_cuda_env_matches_cpu_env_bit_for_bit(dtype, mode):
-    exact = devices.simulated_cuda()
+def test_cuda_env_matches_cpu_env_bit_for_bit(dtype, mode, assert_matches_cpu, assert_envs_match):
     kwargs = {"dtype": dtype, "max_episode_steps": 9, "autoreset_mode": mode}
     cpu = PendulumVectorEnv(NUM_ENVS, "cpu", **kwargs)
     gpu = PendulumVectorEnv(NUM_ENVS, "cuda", **kwargs)
     assert gpu.kernel_target == "cuda"
     options = {"x_init": 4.0, "y_init": 2.0}
-    assert_same(cpu.reset(seed=1000, options=options)[0], gpu.reset(seed=1000, options=options)[0], exact, "reset obs")
+    assert_matches_cpu(cpu.reset(seed=1000, options=options)[0], gpu.reset(seed=1000, options=options)[0], "reset obs")
     rng = np.random.default_rng(0)
     widest_angle = 0.0
     for step in range(30):
@@ -43,7 +33,7 @@ def test_cuda_env_matches_cpu_env_bit_for_bit(dtype, mode):
         actions[:3, 0] = torch.tensor([-2.0, 0.0, 2.0])
         out_cpu, out_gpu = cpu.step(actions), gpu.step(actions.to(gpu.device))
         for name, a, b in zip(("obs", "rewards", "terminated", "truncated"), out_cpu[:4], out_gpu[:4]):
-            assert_same(a, b, exact, f"{name} at step {step}")
+            assert_matches_cpu(a, b, f"{name} at step {step}")
         assert sorted(out_cpu[4]) == sorted(out_gpu[4])
         widest_angle = max(widest_angle, float(cpu.state[:, 0].abs().max()))
         if mode == "disabled":
@@ -51,8 +41,6 @@ def test_cuda_env_matches_cpu_env_bit_for_bit(dtype, mode):
             if mask.any():
                 cpu.reset(options={"reset_mask": mask})
                 gpu.reset(options={"reset_mask": mask.to(gpu.device)})
-        snapshot = gpu.state_snapshot()
-        for name, expected in cpu.state_snapshot().items():
-            assert_same(expected, snapshot[name], exact, f"buffer {name} at step {step}")
+        assert_envs_match(cpu, gpu, f"step {step}")
     assert int(cpu.state_snapshot()["episode"].max()) >= 3, "the test must exercise resets"
     assert widest_angle > np.pi, "the test must exercise unwrapped angles"
