@@ -49,42 +49,27 @@ CARTPOLE = dict(
 )
 
 
-# Pendulum-v1 with the Gaussian head, tuned like CARTPOLE for wall-clock on a small CPU: many envs
-# with short rollouts, few large minibatches, rl-zoo's discounting for Pendulum (gamma 0.9, GAE 0.95)
-# and no entropy bonus. Stops at a greedy evaluation mean >= -250 (10 seeded episodes).
-PENDULUM = dict(
+# Pendulum-v1 with the Gaussian head, CARTPOLE's recipe with Pendulum's numbers: more envs and
+# longer rollouts, rl-zoo's discounting for Pendulum (gamma 0.9, GAE 0.95), four minibatches, 64x64
+# units. Stops at a greedy evaluation mean >= -250 over 100 seeded episodes (10 let a policy that
+# scores -490 on other seeds pass).
+def _merged(base: dict, changes: dict) -> dict:
+    """A deep copy of ``base`` with the nested ``changes`` applied."""
+    merged = copy.deepcopy(base)
+    for key, value in changes.items():
+        merged[key] = _merged(merged[key], value) if isinstance(value, dict) and key in merged else value
+    return merged
+
+
+PENDULUM = _merged(CARTPOLE, dict(
     name="pendulum",
     env=dict(max_episode_steps=200),
-    trainer=dict(
-        num_envs=128,
-        train_batch_size=128 * 16,
-        num_episodes=1000,
-        total_timesteps=600_000,
-        seed=1,
-        accelerator="cpu",
-        torch_threads=1,
-        compile=True,
-    ),
-    policy=dict(
-        agent=dict(
-            to_train=True,
-            algorithm="PPO",
-            gamma=0.9,
-            lr=0.001,
-            gae_lambda=0.95,
-            vf_loss_coeff=0.5,
-            entropy_coeff=0.0,
-            clip_param=0.2,
-            update_epochs=10,
-            num_minibatches=4,
-            anneal_lr=True,
-            model=dict(type="fully_connected", fc_dims=[64, 64], model_ckpt_filepath=""),
-        ),
-    ),
-    saving=dict(metrics_log_freq=10, model_params_save_freq=100, basedir="experiments",
-                name="pendulum_ppo", tag="example"),
-    evaluation=dict(eval_freq=2, num_episodes=100, stop_value=-250.0),
-)
+    trainer=dict(num_envs=128, train_batch_size=128 * 16, num_episodes=1000, total_timesteps=600_000),
+    policy=dict(agent=dict(gamma=0.9, lr=0.001, gae_lambda=0.95, num_minibatches=4,
+                           model=dict(fc_dims=[64, 64]))),
+    saving=dict(name="pendulum_ppo"),
+    evaluation=dict(num_episodes=100, stop_value=-250.0),
+))
 
 
 def _seed_policy(lr: float) -> dict:
