@@ -24,10 +24,9 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.envs.classic_control.utils import maybe_parse_reset_bounds
-from gymnasium.vector.utils import batch_space
 
 from gpu_envs import devices
-from gpu_envs.engine import ComponentMajorState, KernelEnv
+from gpu_envs.engine import ComponentMajorState, KernelEnv, episode_buffers
 from gpu_envs.kernels import cartpole_logic as logic
 from gpu_envs.single import SingleEnv
 from gpu_envs.validation import check_max_episode_steps, check_reset_bounds
@@ -82,8 +81,6 @@ class CartPoleVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
         self.sutton_barto_reward = bool(sutton_barto_reward)
         self.single_observation_space = gym.spaces.Box(-_OBS_HIGH, _OBS_HIGH, dtype=np.float32)
         self.single_action_space = gym.spaces.Discrete(2)
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._consts = logic.make_consts(devices.torch_to_numpy_dtype(self.dtype))
         self._bounds = np.array([_DEFAULT_LOW, _DEFAULT_HIGH], dtype=np.float64)
         self._build()
@@ -91,13 +88,10 @@ class CartPoleVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
     def buffer_layout(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
         """The state component-major (``state[k, i]``, see ``cartpole_logic``), outputs, scratch."""
         n, real = self.num_envs, devices.torch_to_numpy_dtype(self.dtype)
-        f32, flag = np.dtype(np.float32), np.dtype(np.bool_)
         return {
             "trig": ((2, n), real),  # scratch: cos and sin of every pole angle
-            "state": ((4, n), real), "elapsed": ((n,), np.dtype(np.int32)), "needs_reset": ((n,), flag),
-            "episode": ((n,), np.dtype(np.uint64)), "env_seed": ((n,), np.dtype(np.uint64)),
-            "obs": ((n, 4), f32), "rewards": ((n,), f32), "terminated": ((n,), flag),
-            "truncated": ((n,), flag), "final_obs": ((n, 4), f32), "has_final_obs": ((n,), flag),
+            "state": ((4, n), real), "elapsed": ((n,), np.dtype(np.int32)),
+            **episode_buffers(n, (4,)),
         }
 
     def constants(self) -> tuple[np.ndarray, ...]:

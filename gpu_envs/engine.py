@@ -30,7 +30,8 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 import torch
-from gymnasium.vector import AutoresetMode
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
 
 from gpu_envs import devices
 from gpu_envs.validation import (AUTORESET_CODES, as_action_tensor, as_box_action_tensor, as_reset_mask, as_tensor,
@@ -45,6 +46,18 @@ _TORCH_STORAGE = {
     np.dtype(np.bool_): torch.bool, np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64,
     np.dtype(np.uint64): torch.int64,
 }
+
+
+def episode_buffers(num_envs: int, obs_shape: tuple[int, ...], reward_dtype=np.float32
+                    ) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """The buffers every single-agent game has, in ``args`` order: the engine's counters
+    (``needs_reset``, ``episode``, ``env_seed``) and the outputs (``obs`` float32 of ``obs_shape``,
+    ``rewards``, ``terminated``, ``truncated``, ``final_obs``, ``has_final_obs``)."""
+    n, flag = num_envs, np.dtype(np.bool_)
+    obs = ((n, *obs_shape), np.dtype(np.float32))
+    return {"needs_reset": ((n,), flag), "episode": ((n,), np.dtype(np.uint64)),
+            "env_seed": ((n,), np.dtype(np.uint64)), "obs": obs, "rewards": ((n,), np.dtype(reward_dtype)),
+            "terminated": ((n,), flag), "truncated": ((n,), flag), "final_obs": obs, "has_final_obs": ((n,), flag)}
 
 
 class Buffers(dict):
@@ -156,6 +169,9 @@ class KernelEnv:
         _check_memory(layout, self.device, type(self).__name__)
         self._tensors = Buffers({name: torch.zeros(shape, dtype=_TORCH_STORAGE[np.dtype(dtype)], device=self.device)
                                  for name, (shape, dtype) in layout.items()})
+        if isinstance(self, VectorEnv):  # the gymnasium face: batched spaces of the single ones
+            self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+            self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._action_shape, self._action_dtype = self.action_layout()
         self._actions = torch.zeros(self._action_shape, dtype=self._action_dtype, device=self.device)
         self._make_views()

@@ -24,10 +24,9 @@ import numpy as np
 import torch
 from gymnasium.envs.classic_control.utils import verify_number_and_cast
 from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_space
 
 from gpu_envs import devices
-from gpu_envs.engine import ComponentMajorState, KernelEnv
+from gpu_envs.engine import ComponentMajorState, KernelEnv, episode_buffers
 from gpu_envs.kernels import pendulum_logic as logic
 from gpu_envs.single import SingleEnv
 from gpu_envs.validation import check_max_episode_steps
@@ -96,8 +95,6 @@ class PendulumVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
         self.g = _check_gravity(g)
         self.single_observation_space = gym.spaces.Box(-_OBS_HIGH, _OBS_HIGH, dtype=np.float32)
         self.single_action_space = gym.spaces.Box(-_MAX_TORQUE, _MAX_TORQUE, (1,), dtype=np.float32)
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._consts = logic.make_consts(self.g, devices.torch_to_numpy_dtype(self.dtype))
         self._bounds = reset_bounds(None)
         self._build()
@@ -105,13 +102,7 @@ class PendulumVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
     def buffer_layout(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
         """The state component-major (``state[k, i]``, see ``pendulum_logic``), outputs."""
         n, real = self.num_envs, devices.torch_to_numpy_dtype(self.dtype)
-        f32, flag = np.dtype(np.float32), np.dtype(np.bool_)
-        return {
-            "state": ((2, n), real), "elapsed": ((n,), np.dtype(np.int32)), "needs_reset": ((n,), flag),
-            "episode": ((n,), np.dtype(np.uint64)), "env_seed": ((n,), np.dtype(np.uint64)),
-            "obs": ((n, 3), f32), "rewards": ((n,), real), "terminated": ((n,), flag),
-            "truncated": ((n,), flag), "final_obs": ((n, 3), f32), "has_final_obs": ((n,), flag),
-        }
+        return {"state": ((2, n), real), "elapsed": ((n,), np.dtype(np.int32)), **episode_buffers(n, (3,), real)}
 
     def constants(self) -> tuple[np.ndarray, ...]:
         return self._consts, self._bounds
