@@ -31,11 +31,14 @@ ENVS = [
 
 def kernel_signatures(env) -> list[tuple]:
     """``[(python_function, signature), ...]`` of the env's step and reset kernels."""
-    driver = cuda_drivers.make_driver(env.game, env.logic.step_envs, env.logic.reset_envs,
-                                      env.cuda_shape, env.cuda_shared_slots)
+    driver = cuda_drivers.make_driver(
+        env.game, env.logic.step_envs, env.logic.reset_envs, env.cuda_shape, env.cuda_shared_slots
+    )
     args = types.Tuple([numba.typeof(value) for value in env.kernel_args])
-    return [(driver.step_function, (types.int64, args)),
-            (driver.reset_function, (types.int64, types.boolean[::1], args))]
+    return [
+        (driver.step_function, (types.int64, args)),
+        (driver.reset_function, (types.int64, types.boolean[::1], args)),
+    ]
 
 
 def main() -> int:
@@ -47,13 +50,17 @@ def main() -> int:
         env = make_env()
         for capability in COMPUTE_CAPABILITIES:
             # Device functions are compiled for the "current device"; with no GPU, answer for it.
-            cuda_dispatcher.get_current_device = lambda cc=capability: SimpleNamespace(compute_capability=cc)
+            cuda_dispatcher.get_current_device = lambda cc=capability: SimpleNamespace(
+                compute_capability=cc
+            )
             for pyfunc, signature in kernel_signatures(env):
                 ptx, _ = cuda.compile_ptx(pyfunc, signature, cc=capability)
                 assert f".target sm_{capability[0]}{capability[1]}" in ptx
                 compiled += 1
-                print(f"ptx_check: {pyfunc.__name__} ({env.__class__.__name__}) "
-                      f"sm_{capability[0]}{capability[1]} ok")
+                print(
+                    f"ptx_check: {pyfunc.__name__} ({env.__class__.__name__}) "
+                    f"sm_{capability[0]}{capability[1]} ok"
+                )
     print(f"ptx_check: {compiled} kernel compilations ok")
     return 0
 

@@ -8,8 +8,16 @@ from gpu_envs.pendulum import PendulumEnv, PendulumVectorEnv
 from gpu_envs.tag import TagEnv, TagVectorEnv
 from gpu_envs.wrappers import RecordEpisodeStatistics
 
-__all__ = ["CartPoleEnv", "CartPoleVectorEnv", "PendulumEnv", "PendulumVectorEnv",
-           "RecordEpisodeStatistics", "TagEnv", "tag_v0"]
+__all__ = [
+    "CartPoleEnv",
+    "CartPoleVectorEnv",
+    "PendulumEnv",
+    "PendulumVectorEnv",
+    "RecordEpisodeStatistics",
+    "TagEnv",
+    "TagVectorEnv",
+    "tag_v0",
+]
 __version__ = "0.1.0"
 
 if "gpu_envs/CartPole-v1" not in registry:

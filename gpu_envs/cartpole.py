@@ -22,8 +22,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.envs.classic_control.utils import maybe_parse_reset_bounds
+from gymnasium.vector import AutoresetMode, VectorEnv
 
 from gpu_envs import devices
 from gpu_envs.engine import ComponentMajorState, KernelEnv, episode_buffers
@@ -68,14 +68,30 @@ class CartPoleVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
     scratch_buffers = ("trig",)
     component_major_buffers = ("state",)
     step_writes_every_output = True
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 50, "autoreset_mode": AutoresetMode.NEXT_STEP}
+    metadata = {
+        "render_modes": ["rgb_array"],
+        "render_fps": 50,
+        "autoreset_mode": AutoresetMode.NEXT_STEP,
+    }
 
-    def __init__(self, num_envs: int = 1, device: str | torch.device = "cpu", dtype=None,
-                 max_episode_steps: int | None = 500, sutton_barto_reward: bool = False,
-                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
-                 render_mode: str | None = None, validate_actions: bool = True):
-        super().__init__(num_envs, device, autoreset_mode=autoreset_mode, render_mode=render_mode,
-                         validate_actions=validate_actions)
+    def __init__(
+        self,
+        num_envs: int = 1,
+        device: str | torch.device = "cpu",
+        dtype=None,
+        max_episode_steps: int | None = 500,
+        sutton_barto_reward: bool = False,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        render_mode: str | None = None,
+        validate_actions: bool = True,
+    ):
+        super().__init__(
+            num_envs,
+            device,
+            autoreset_mode=autoreset_mode,
+            render_mode=render_mode,
+            validate_actions=validate_actions,
+        )
         self.dtype = devices.resolve_dtype(dtype, self.device)
         self.max_episode_steps = check_max_episode_steps(max_episode_steps)
         self.sutton_barto_reward = bool(sutton_barto_reward)
@@ -90,7 +106,8 @@ class CartPoleVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
         n, real = self.num_envs, devices.torch_to_numpy_dtype(self.dtype)
         return {
             "trig": ((2, n), real),  # scratch: cos and sin of every pole angle
-            "state": ((4, n), real), "elapsed": ((n,), np.dtype(np.int32)),
+            "state": ((4, n), real),
+            "elapsed": ((n,), np.dtype(np.int32)),
             **episode_buffers(n, (4,)),
         }
 
@@ -104,14 +121,18 @@ class CartPoleVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
         """``low``/``high``: the bounds of the uniform start-state draw (gymnasium's options)."""
         unknown = set(options) - {"low", "high"}
         if unknown:
-            raise ValueError(f"unknown reset option(s) {sorted(unknown)}: allowed low, high, reset_mask")
+            raise ValueError(
+                f"unknown reset option(s) {sorted(unknown)}: allowed low, high, reset_mask"
+            )
         low, high = _reset_bounds(options)
         if (low, high) != tuple(self._bounds):
             self._bounds[:] = (low, high)
             self.update_constants()
 
     @staticmethod
-    def draw_start_state(np_random: np.random.Generator, options: dict[str, Any] | None) -> np.ndarray:
+    def draw_start_state(
+        np_random: np.random.Generator, options: dict[str, Any] | None
+    ) -> np.ndarray:
         """gymnasium's draw: uniform in [low, high)^4 from the env's seeded ``np_random``."""
         low, high = _reset_bounds(options)
         return np_random.uniform(low=low, high=high, size=(4,))
@@ -125,6 +146,7 @@ class CartPoleVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
         from gpu_envs.rendering import render_cartpole_frames
 
         return render_cartpole_frames(self.state.double().cpu().numpy())
+
 
 class CartPoleEnv(SingleEnv):
     """A single CartPole-v1 game (NumPy in and out), a drop-in for gymnasium's ``CartPoleEnv``:

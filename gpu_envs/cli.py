@@ -15,7 +15,9 @@ COMMAND_MODULES = ("bench", "device_check", "evaluate", "render", "train")
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, with every available subcommand."""
-    parser = argparse.ArgumentParser(prog="gpu-envs", description="Batched RL environments on Numba kernels.")
+    parser = argparse.ArgumentParser(
+        prog="gpu-envs", description="Batched RL environments on Numba kernels."
+    )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:

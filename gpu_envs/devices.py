@@ -33,7 +33,9 @@ def resolve_device(device: str | torch.device) -> torch.device:
     try:
         resolved = torch.device(device)
     except (RuntimeError, TypeError) as error:
-        raise ValueError(f"unknown device {device!r}: use 'cpu', 'cuda', 'cuda:N' or 'auto'") from error
+        raise ValueError(
+            f"unknown device {device!r}: use 'cpu', 'cuda', 'cuda:N' or 'auto'"
+        ) from error
     if resolved.type == "cpu":
         return resolved
     if resolved.type != "cuda":
@@ -46,8 +48,12 @@ def resolve_device(device: str | torch.device) -> torch.device:
             "is False or numba-cuda finds no driver); use device='cpu' or 'auto'"
         )
     if resolved.index is not None and resolved.index >= torch.cuda.device_count():
-        raise ValueError(f"device {device!r}: only {torch.cuda.device_count()} CUDA device(s) present")
-    return torch.device("cuda", torch.cuda.current_device() if resolved.index is None else resolved.index)
+        raise ValueError(
+            f"device {device!r}: only {torch.cuda.device_count()} CUDA device(s) present"
+        )
+    return torch.device(
+        "cuda", torch.cuda.current_device() if resolved.index is None else resolved.index
+    )
 
 
 def cuda_available() -> bool:
@@ -146,22 +152,38 @@ class StepOutputs:
     ``unused`` get a fixed one-row placeholder the kernel never touches.
     """
 
-    def __init__(self, layout: dict[str, tuple[tuple[int, ...], np.dtype]], num_envs: int,
-                 device: torch.device, partial: tuple[str, ...] = (), unused: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        layout: dict[str, tuple[tuple[int, ...], np.dtype]],
+        num_envs: int,
+        device: torch.device,
+        partial: tuple[str, ...] = (),
+        unused: tuple[str, ...] = (),
+    ):
         self.device = device
         self._on_cpu = device.type == "cpu"
         self._names = tuple(layout)
         # (name, (shape, allocator, dtype)) of each output written afresh by every step
-        self._fresh = tuple((name, ((num_envs, *shape), np.zeros if name in partial else np.empty, dtype))
-                            for name, (shape, dtype) in layout.items() if name not in unused)
+        self._fresh = tuple(
+            (name, ((num_envs, *shape), np.zeros if name in partial else np.empty, dtype))
+            for name, (shape, dtype) in layout.items()
+            if name not in unused
+        )
         self._partial = set(partial)
-        self._arrays = {name: np.zeros((1, *shape), dtype) for name, (shape, dtype) in layout.items()
-                        if name in unused}
+        self._arrays = {
+            name: np.zeros((1, *shape), dtype)
+            for name, (shape, dtype) in layout.items()
+            if name in unused
+        }
         self._tensors: dict[str, torch.Tensor] = {}
         if not self._on_cpu:
-            self._tensors = {name: torch.from_numpy(np.zeros(shape, dtype)).to(device)
-                             for name, (shape, _, dtype) in self._fresh}
-            self._tensors.update({name: torch.from_numpy(a).to(device) for name, a in self._arrays.items()})
+            self._tensors = {
+                name: torch.from_numpy(np.zeros(shape, dtype)).to(device)
+                for name, (shape, _, dtype) in self._fresh
+            }
+            self._tensors.update(
+                {name: torch.from_numpy(a).to(device) for name, a in self._arrays.items()}
+            )
             self._views = tuple(kernel_view(self._tensors[name]) for name in self._names)
 
     def arrays(self) -> tuple:

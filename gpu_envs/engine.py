@@ -34,30 +34,51 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from gpu_envs import devices
-from gpu_envs.validation import (AUTORESET_CODES, as_action_tensor, as_box_action_tensor, as_reset_mask, as_tensor,
-                                 check_action_layout, check_all_reset, check_positive_int,
-                                 parse_autoreset_mode, per_env_seeds)
+from gpu_envs.validation import (
+    AUTORESET_CODES,
+    as_action_tensor,
+    as_box_action_tensor,
+    as_reset_mask,
+    as_tensor,
+    check_action_layout,
+    check_all_reset,
+    check_positive_int,
+    parse_autoreset_mode,
+    per_env_seeds,
+)
 
 #: Buffers every game has: the engine seeds and counts episodes with them.
 ENGINE_BUFFERS = ("needs_reset", "episode", "env_seed")
 #: NumPy dtypes the kernels see, and the torch dtype that stores each (uint64 in int64 storage).
 _TORCH_STORAGE = {
-    np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
-    np.dtype(np.bool_): torch.bool, np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64,
+    np.dtype(np.float32): torch.float32,
+    np.dtype(np.float64): torch.float64,
+    np.dtype(np.bool_): torch.bool,
+    np.dtype(np.int32): torch.int32,
+    np.dtype(np.int64): torch.int64,
     np.dtype(np.uint64): torch.int64,
 }
 
 
-def episode_buffers(num_envs: int, obs_shape: tuple[int, ...], reward_dtype=np.float32
-                    ) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+def episode_buffers(
+    num_envs: int, obs_shape: tuple[int, ...], reward_dtype=np.float32
+) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     """The buffers every single-agent game has, in ``args`` order: the engine's counters
     (``needs_reset``, ``episode``, ``env_seed``) and the outputs (``obs`` float32 of ``obs_shape``,
     ``rewards``, ``terminated``, ``truncated``, ``final_obs``, ``has_final_obs``)."""
     n, flag = num_envs, np.dtype(np.bool_)
     obs = ((n, *obs_shape), np.dtype(np.float32))
-    return {"needs_reset": ((n,), flag), "episode": ((n,), np.dtype(np.uint64)),
-            "env_seed": ((n,), np.dtype(np.uint64)), "obs": obs, "rewards": ((n,), np.dtype(reward_dtype)),
-            "terminated": ((n,), flag), "truncated": ((n,), flag), "final_obs": obs, "has_final_obs": ((n,), flag)}
+    return {
+        "needs_reset": ((n,), flag),
+        "episode": ((n,), np.dtype(np.uint64)),
+        "env_seed": ((n,), np.dtype(np.uint64)),
+        "obs": obs,
+        "rewards": ((n,), np.dtype(reward_dtype)),
+        "terminated": ((n,), flag),
+        "truncated": ((n,), flag),
+        "final_obs": obs,
+        "has_final_obs": ((n,), flag),
+    }
 
 
 class Buffers(dict):
@@ -87,7 +108,10 @@ class KernelEnv:
     #: Outputs a step returns, in this order: (obs, rewards, terminated, truncated).
     step_outputs: ClassVar[tuple[str, ...]] = ("obs", "rewards", "terminated", "truncated")
     #: SAME_STEP outputs: the ``info`` key of each buffer (``_final_obs`` flags the ended envs).
-    final_outputs: ClassVar[dict[str, str]] = {"final_obs": "final_obs", "_final_obs": "has_final_obs"}
+    final_outputs: ClassVar[dict[str, str]] = {
+        "final_obs": "final_obs",
+        "_final_obs": "has_final_obs",
+    }
     #: Which worker shape the CUDA kernel has: "thread" (one per env) or "block" (one per env, a
     #: thread per agent, ``cuda_shared_slots`` rows of agents in shared memory).
     cuda_shape: ClassVar[str] = "thread"
@@ -104,22 +128,33 @@ class KernelEnv:
     component_major_buffers: ClassVar[tuple[str, ...]] = ()
     cpu_block_size: ClassVar[int] = 512
     cpu_parallel_min_envs: ClassVar[int] = 4096
-    metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "autoreset_mode": AutoresetMode.NEXT_STEP}
+    metadata: dict[str, Any] = {
+        "render_modes": ["rgb_array"],
+        "autoreset_mode": AutoresetMode.NEXT_STEP,
+    }
 
     single_observation_space: gym.Space
     single_action_space: gym.Space
 
-    def __init__(self, num_envs: int = 1, device: str | torch.device = "cpu", *,
-                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
-                 render_mode: str | None = None, validate_actions: bool = True):
+    def __init__(
+        self,
+        num_envs: int = 1,
+        device: str | torch.device = "cpu",
+        *,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        render_mode: str | None = None,
+        validate_actions: bool = True,
+    ):
         self.num_envs = check_positive_int(num_envs, "num_envs")
         self.device = devices.resolve_device(device)
         self.kernel_target = devices.kernel_target(device)
         self._on_cpu = self.device.type == "cpu"
         self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, "
-                             f"got {render_mode!r}")
+            raise ValueError(
+                f"render_mode must be None or one of {self.metadata['render_modes']}, "
+                f"got {render_mode!r}"
+            )
         self.render_mode = render_mode
         self.validate_actions = bool(validate_actions)
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
@@ -161,19 +196,28 @@ class KernelEnv:
     def _build(self) -> None:
         """Allocate the buffers and load the driver; a game's ``__init__`` calls it last."""
         layout = self.buffer_layout()
-        missing = [name for name in (*ENGINE_BUFFERS, *self.step_outputs, *self.final_outputs.values())
-                   if name not in layout]
+        missing = [
+            name
+            for name in (*ENGINE_BUFFERS, *self.step_outputs, *self.final_outputs.values())
+            if name not in layout
+        ]
         if missing:
             raise TypeError(f"{type(self).__name__}.buffer_layout() lacks the buffers {missing}")
         self._layout = layout
         _check_memory(layout, self.device, type(self).__name__)
-        self._tensors = Buffers({name: torch.zeros(shape, dtype=_TORCH_STORAGE[np.dtype(dtype)], device=self.device)
-                                 for name, (shape, dtype) in layout.items()})
+        self._tensors = Buffers(
+            {
+                name: torch.zeros(shape, dtype=_TORCH_STORAGE[np.dtype(dtype)], device=self.device)
+                for name, (shape, dtype) in layout.items()
+            }
+        )
         if isinstance(self, VectorEnv):  # the gymnasium face: batched spaces of the single ones
             self.observation_space = batch_space(self.single_observation_space, self.num_envs)
             self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._action_shape, self._action_dtype = self.action_layout()
-        self._actions = torch.zeros(self._action_shape, dtype=self._action_dtype, device=self.device)
+        self._actions = torch.zeros(
+            self._action_shape, dtype=self._action_dtype, device=self.device
+        )
         self._make_views()
         self.update_constants()
         self._entropy_seed = int(np.random.SeedSequence().entropy % (2**62))
@@ -196,17 +240,29 @@ class KernelEnv:
         if self.kernel_target == "cpu":
             from gpu_envs.kernels import cpu
 
-            return cpu.make_driver(self.game, logic.step_envs, logic.reset_envs,
-                                   self.cpu_block_size, self.cpu_parallel_min_envs)
+            return cpu.make_driver(
+                self.game,
+                logic.step_envs,
+                logic.reset_envs,
+                self.cpu_block_size,
+                self.cpu_parallel_min_envs,
+            )
         from gpu_envs.kernels import cuda
 
-        if devices.simulated_cuda():  # the simulator runs the RNG's wrapping uint64 arithmetic in NumPy
-            warnings.filterwarnings("ignore", "overflow encountered", RuntimeWarning, "gpu_envs.kernels.rng")
-        driver = cuda.make_driver(self.game, logic.step_envs, logic.reset_envs, self.cuda_shape,
-                                  self.cuda_shared_slots)
+        if (
+            devices.simulated_cuda()
+        ):  # the simulator runs the RNG's wrapping uint64 arithmetic in NumPy
+            warnings.filterwarnings(
+                "ignore", "overflow encountered", RuntimeWarning, "gpu_envs.kernels.rng"
+            )
+        driver = cuda.make_driver(
+            self.game, logic.step_envs, logic.reset_envs, self.cuda_shape, self.cuda_shared_slots
+        )
         if self.cuda_shape == "block" and self.num_agents > driver.max_agents():
-            raise ValueError(f"{type(self).__name__} on CUDA keeps an env's agents in shared memory: at most "
-                             f"{driver.max_agents()} agents, got {self.num_agents}; use device='cpu'")
+            raise ValueError(
+                f"{type(self).__name__} on CUDA keeps an env's agents in shared memory: at most "
+                f"{driver.max_agents()} agents, got {self.num_agents}; use device='cpu'"
+            )
         return driver
 
     def update_constants(self) -> None:
@@ -222,9 +278,14 @@ class KernelEnv:
         names = list(self._layout)
         self._actions_index = len(names)
         # (args index, name, shape, dtype) of the outputs each CPU step writes into new arrays
-        self._fresh_outputs = tuple((names.index(name), name, *self._layout[name]) for name in self.step_outputs) \
-            if self._on_cpu and self.step_writes_every_output else ()
-        self._launch = {} if self.kernel_target == "cpu" else {"num_agents": getattr(self, "num_agents", 1)}
+        self._fresh_outputs = (
+            tuple((names.index(name), name, *self._layout[name]) for name in self.step_outputs)
+            if self._on_cpu and self.step_writes_every_output
+            else ()
+        )
+        self._launch = (
+            {} if self.kernel_target == "cpu" else {"num_agents": getattr(self, "num_agents", 1)}
+        )
 
     @property
     def kernel_args(self) -> tuple:
@@ -260,8 +321,13 @@ class KernelEnv:
         if self._fresh_outputs:  # the caller may hold the last step's observations: write a copy
             self._rebind("obs", self._kernel_args[self._layout_index("obs")].copy())
         with devices.numba_context(self.device):
-            self._driver.reset(self.num_envs, devices.kernel_view(mask), self._kernel_args,
-                               **self._launch, **self._stream())
+            self._driver.reset(
+                self.num_envs,
+                devices.kernel_view(mask),
+                self._kernel_args,
+                **self._launch,
+                **self._stream(),
+            )
         self._tensors.has_final_obs.masked_fill_(mask, False)
         self._is_reset = True
         obs = self._tensors.obs if self._fresh_outputs else devices.fresh_copy(self._tensors.obs)
@@ -274,7 +340,7 @@ class KernelEnv:
         """Make the NumPy ``array`` the CPU buffer ``name`` (the kernels' view and the tensor)."""
         index = self._layout_index(name)
         self._buffer_views[index] = array
-        self._kernel_args = (*self._kernel_args[:index], array, *self._kernel_args[index + 1:])
+        self._kernel_args = (*self._kernel_args[:index], array, *self._kernel_args[index + 1 :])
         self._tensors[name] = torch.from_numpy(array)
 
     def apply_reset_options(self, options: dict[str, Any]) -> None:
@@ -313,14 +379,18 @@ class KernelEnv:
         else:
             self._actions.copy_(actions)
             with devices.numba_context(self.device):
-                self._driver.step(self.num_envs, self._kernel_args, **self._launch, **self._stream())
+                self._driver.step(
+                    self.num_envs, self._kernel_args, **self._launch, **self._stream()
+                )
             outputs = [devices.fresh_copy(self._tensors[name]) for name in self.step_outputs]
         self.after_step()
         t = self._tensors
         obs, rewards, terminated, truncated = outputs
         info = self.step_info()
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
-            info.update({key: devices.fresh_copy(t[name]) for key, name in self.final_outputs.items()})
+            info.update(
+                {key: devices.fresh_copy(t[name]) for key, name in self.final_outputs.items()}
+            )
         return obs, rewards, terminated, truncated, info
 
     def check_actions(self, actions) -> torch.Tensor:
@@ -333,7 +403,11 @@ class KernelEnv:
             return _float_action_layout(actions, shape, self.device)
         if not self.validate_actions:
             return check_action_layout(actions, shape, self.device)
-        upper = (space.n - 1) if isinstance(space, gym.spaces.Discrete) else [int(v) - 1 for v in space.nvec]
+        upper = (
+            (space.n - 1)
+            if isinstance(space, gym.spaces.Discrete)
+            else [int(v) - 1 for v in space.nvec]
+        )
         return as_action_tensor(actions, shape, self.device, upper)
 
     def _step_on_cpu(self, actions: torch.Tensor) -> list[torch.Tensor]:
@@ -341,7 +415,7 @@ class KernelEnv:
         args = list(self._kernel_args)
         args[self._actions_index] = actions.contiguous().numpy()
         fresh = []
-        for index, name, shape, dtype in self._fresh_outputs:
+        for index, _name, shape, dtype in self._fresh_outputs:
             args[index] = self._buffer_views[index] = array = np.empty(shape, dtype)
             fresh.append(array)
         self._kernel_args = args = tuple(args)
@@ -371,9 +445,13 @@ class KernelEnv:
         """Copies of every buffer the kernels keep but scratch, by name, env first ([num_envs, ...]):
         the public way to read an env's whole state (e.g. to check CPU against CUDA)."""
         self._check_open()
-        return {name: (tensor.T if name in self.component_major_buffers else tensor).clone(
-                    memory_format=torch.contiguous_format)
-                for name, tensor in self._tensors.items() if name not in self.scratch_buffers}
+        return {
+            name: (tensor.T if name in self.component_major_buffers else tensor).clone(
+                memory_format=torch.contiguous_format
+            )
+            for name, tensor in self._tensors.items()
+            if name not in self.scratch_buffers
+        }
 
     def render(self) -> tuple[np.ndarray, ...] | None:
         """One RGB frame (H, W, 3 uint8) per env when ``render_mode="rgb_array"``."""
@@ -391,12 +469,19 @@ class KernelEnv:
     # ----------------------------------------------------------------------------- copies
     def __getstate__(self) -> dict[str, Any]:
         # Kernel views and the driver are rebuilt in the copy: they alias this env's memory.
-        state = {key: value for key, value in self.__dict__.items()
-                 if key not in ("_buffer_views", "_actions_view", "_kernel_args", "_driver", "_launch")}
+        state = {
+            key: value
+            for key, value in self.__dict__.items()
+            if key not in ("_buffer_views", "_actions_view", "_kernel_args", "_driver", "_launch")
+        }
         if not self._closed:
-            state["_tensors"] = Buffers({name: tensor.cpu() for name, tensor in self._tensors.items()})
+            state["_tensors"] = Buffers(
+                {name: tensor.cpu() for name, tensor in self._tensors.items()}
+            )
             state["_actions"] = self._actions.cpu()
-        state["device"] = "cuda" if self.kernel_target == "cuda" and self._on_cpu else str(self.device)
+        state["device"] = (
+            "cuda" if self.kernel_target == "cuda" and self._on_cpu else str(self.device)
+        )
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -405,7 +490,9 @@ class KernelEnv:
         self.kernel_target = devices.kernel_target(state["device"])
         if self._closed:
             return
-        self._tensors = Buffers({name: tensor.to(self.device) for name, tensor in state["_tensors"].items()})
+        self._tensors = Buffers(
+            {name: tensor.to(self.device) for name, tensor in state["_tensors"].items()}
+        )
         self._actions = state["_actions"].to(self.device)
         self._make_views()
         self.update_constants()
@@ -421,25 +508,38 @@ def _float_action_layout(actions, shape: tuple[int, ...], device: torch.device) 
     """Continuous actions as float32 on ``device``, their shape and dtype checked (not their values)."""
     tensor = as_tensor(actions, "actions", "a float array or tensor")
     if not tensor.is_floating_point():
-        raise TypeError(f"actions must have a floating dtype (continuous actions), got {tensor.dtype}")
+        raise TypeError(
+            f"actions must have a floating dtype (continuous actions), got {tensor.dtype}"
+        )
     if tuple(tensor.shape) != tuple(shape):
         raise ValueError(f"actions must have shape {tuple(shape)}, got {tuple(tensor.shape)}")
     return tensor.to(device=device, dtype=torch.float32)
 
 
-def _check_memory(layout: dict[str, tuple[tuple[int, ...], np.dtype]], device: torch.device, name: str) -> None:
+def _check_memory(
+    layout: dict[str, tuple[tuple[int, ...], np.dtype]], device: torch.device, name: str
+) -> None:
     """Refuse buffers larger than the free memory of ``device`` (a clear error, not the OOM killer)."""
-    needed = sum(int(np.prod(shape, dtype=np.float64)) * np.dtype(dtype).itemsize for shape, dtype in layout.values())
+    needed = sum(
+        int(np.prod(shape, dtype=np.float64)) * np.dtype(dtype).itemsize
+        for shape, dtype in layout.values()
+    )
     if device.type == "cuda":
         free = torch.cuda.mem_get_info(device)[0]
     else:
         try:
             free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
-        except (ValueError, OSError, AttributeError):  # not a POSIX system: let the allocator decide
+        except (
+            ValueError,
+            OSError,
+            AttributeError,
+        ):  # not a POSIX system: let the allocator decide
             return
     if needed > free:
-        raise ValueError(f"{name} needs {needed / 2**30:.2f} GiB of buffers on {device}, but only "
-                         f"{free / 2**30:.2f} GiB are free: use fewer envs (or agents, or a smaller observation)")
+        raise ValueError(
+            f"{name} needs {needed / 2**30:.2f} GiB of buffers on {device}, but only "
+            f"{free / 2**30:.2f} GiB are free: use fewer envs (or agents, or a smaller observation)"
+        )
 
 
 class ComponentMajorState:

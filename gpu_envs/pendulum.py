@@ -47,13 +47,19 @@ def reset_bounds(options: dict[str, Any] | None) -> np.ndarray:
     for key, default in (("x_init", _DEFAULT_X), ("y_init", _DEFAULT_Y)):
         value = verify_number_and_cast(options.get(key, default))
         if not math.isfinite(value):
-            raise ValueError(f"options['{key}'] must be a finite number (the start-state bound), got {value!r}")
+            raise ValueError(
+                f"options['{key}'] must be a finite number (the start-state bound), got {value!r}"
+            )
         bounds.append(value)
     return np.array(bounds, dtype=np.float64)
 
 
 def _check_gravity(g) -> float:
-    if isinstance(g, bool) or not isinstance(g, (int, float, np.integer, np.floating)) or not math.isfinite(g):
+    if (
+        isinstance(g, bool)
+        or not isinstance(g, (int, float, np.integer, np.floating))
+        or not math.isfinite(g)
+    ):
         raise ValueError(f"g (gravity) must be a finite real number, got {g!r}")
     return float(g)
 
@@ -82,14 +88,30 @@ class PendulumVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
     logic = logic
     component_major_buffers = ("state",)
     step_writes_every_output = True
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 30, "autoreset_mode": AutoresetMode.NEXT_STEP}
+    metadata = {
+        "render_modes": ["rgb_array"],
+        "render_fps": 30,
+        "autoreset_mode": AutoresetMode.NEXT_STEP,
+    }
 
-    def __init__(self, num_envs: int = 1, device: str | torch.device = "cpu", dtype=None,
-                 max_episode_steps: int | None = 200, g: float = 10.0,
-                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
-                 render_mode: str | None = None, validate_actions: bool = True):
-        super().__init__(num_envs, device, autoreset_mode=autoreset_mode, render_mode=render_mode,
-                         validate_actions=validate_actions)
+    def __init__(
+        self,
+        num_envs: int = 1,
+        device: str | torch.device = "cpu",
+        dtype=None,
+        max_episode_steps: int | None = 200,
+        g: float = 10.0,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        render_mode: str | None = None,
+        validate_actions: bool = True,
+    ):
+        super().__init__(
+            num_envs,
+            device,
+            autoreset_mode=autoreset_mode,
+            render_mode=render_mode,
+            validate_actions=validate_actions,
+        )
         self.dtype = devices.resolve_dtype(dtype, self.device)
         self.max_episode_steps = check_max_episode_steps(max_episode_steps)
         self.g = _check_gravity(g)
@@ -102,7 +124,11 @@ class PendulumVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
     def buffer_layout(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
         """The state component-major (``state[k, i]``, see ``pendulum_logic``), outputs."""
         n, real = self.num_envs, devices.torch_to_numpy_dtype(self.dtype)
-        return {"state": ((2, n), real), "elapsed": ((n,), np.dtype(np.int32)), **episode_buffers(n, (3,), real)}
+        return {
+            "state": ((2, n), real),
+            "elapsed": ((n,), np.dtype(np.int32)),
+            **episode_buffers(n, (3,), real),
+        }
 
     def constants(self) -> tuple[np.ndarray, ...]:
         return self._consts, self._bounds
@@ -117,14 +143,18 @@ class PendulumVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
         """
         unknown = set(options) - {"x_init", "y_init"}
         if unknown:
-            raise ValueError(f"unknown reset option(s) {sorted(unknown)}: allowed x_init, y_init, reset_mask")
+            raise ValueError(
+                f"unknown reset option(s) {sorted(unknown)}: allowed x_init, y_init, reset_mask"
+            )
         bounds = reset_bounds(options)
         if not np.array_equal(bounds, self._bounds):
             self._bounds = bounds
             self.update_constants()
 
     @staticmethod
-    def draw_start_state(np_random: np.random.Generator, options: dict[str, Any] | None) -> np.ndarray:
+    def draw_start_state(
+        np_random: np.random.Generator, options: dict[str, Any] | None
+    ) -> np.ndarray:
         """gymnasium's draw: uniform in [-x_init, x_init) x [-y_init, y_init) from ``np_random``."""
         high = reset_bounds(options)
         return np_random.uniform(low=-high, high=high)

@@ -41,7 +41,11 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gpu_envs.validation import as_action_tensor, as_box_action_tensor, is_int
 
 try:
-    from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
+    from stable_baselines3.common.vec_env.base_vec_env import (
+        VecEnv,
+        VecEnvIndices,
+        VecEnvStepReturn,
+    )
 except ImportError as error:  # pragma: no cover - depends on the installation
     raise ImportError(
         "gpu_envs.sb3_adapter needs stable-baselines3: pip install 'gpu-envs[sb3]'"
@@ -61,8 +65,12 @@ def to_host(*tensors: torch.Tensor) -> list[np.ndarray]:
         if not (tensor.is_floating_point() or tensor.dtype == torch.bool):
             raise TypeError(f"to_host takes floating or bool tensors, got {tensor.dtype}")
     if tensors[0].device.type == "cpu":
-        return [(tensor if tensor.dtype in (torch.float32, torch.bool) else tensor.to(torch.float32)).numpy()
-                for tensor in tensors]
+        return [
+            (
+                tensor if tensor.dtype in (torch.float32, torch.bool) else tensor.to(torch.float32)
+            ).numpy()
+            for tensor in tensors
+        ]
     return _unpack(_pack(tensors).cpu().numpy(), tensors)
 
 
@@ -75,7 +83,7 @@ def _unpack(packed: np.ndarray, tensors: Sequence[torch.Tensor]) -> list[np.ndar
     """Split a host copy of ``_pack(tensors)`` back into arrays of the tensors' shapes and dtypes."""
     arrays, offset = [], 0
     for tensor in tensors:
-        part = packed[offset:offset + tensor.numel()].reshape(tensor.shape)
+        part = packed[offset : offset + tensor.numel()].reshape(tensor.shape)
         arrays.append(part.astype(np.bool_) if tensor.dtype == torch.bool else part)
         offset += tensor.numel()
     return arrays
@@ -107,11 +115,17 @@ class SB3VecEnv(VecEnv):
         space = env.single_action_space
         if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
             if np.any(space.start != 0):
-                raise ValueError(f"SB3VecEnv takes discrete action spaces that start at 0 (as the engine's "
-                                 f"kernels read them), got {space}")
-            self._action_upper = int(space.n) - 1 if isinstance(space, gym.spaces.Discrete) else space.nvec - 1
+                raise ValueError(
+                    f"SB3VecEnv takes discrete action spaces that start at 0 (as the engine's "
+                    f"kernels read them), got {space}"
+                )
+            self._action_upper = (
+                int(space.n) - 1 if isinstance(space, gym.spaces.Discrete) else space.nvec - 1
+            )
         elif not isinstance(space, gym.spaces.Box):
-            raise TypeError(f"SB3VecEnv takes Discrete, MultiDiscrete or Box action spaces, got {space}")
+            raise TypeError(
+                f"SB3VecEnv takes Discrete, MultiDiscrete or Box action spaces, got {space}"
+            )
         self._action_shape = (env.num_envs, *space.shape)
         self.env = env
         self.device: torch.device = env.unwrapped.device
@@ -126,7 +140,9 @@ class SB3VecEnv(VecEnv):
         seed = self._seeds[0]
         options = self._options[0]
         if any(other != options for other in self._options):
-            raise ValueError("per-env reset options differ: a batched env takes one options dict for all envs")
+            raise ValueError(
+                "per-env reset options differ: a batched env takes one options dict for all envs"
+            )
         obs, _ = self.env.reset(seed=seed, options=options or None)
         self._reset_seeds()
         self._reset_options()
@@ -138,15 +154,19 @@ class SB3VecEnv(VecEnv):
         A seed that is not an int raises here; the env checks an int's range at that reset.
         """
         if seed is not None and not is_int(seed):
-            raise ValueError(f"seed must be an int in [0, 2**63 - num_envs] (env i gets seed + i) or None, "
-                             f"got {seed!r}")
+            raise ValueError(
+                f"seed must be an int in [0, 2**63 - num_envs] (env i gets seed + i) or None, "
+                f"got {seed!r}"
+            )
         return super().seed(None if seed is None else int(seed))
 
     def step_async(self, actions: np.ndarray) -> None:
         """Check ``actions`` on the host (no device synchronisation) and keep them for ``step_wait``."""
         space = self.action_space
         if isinstance(space, gym.spaces.Box):
-            self._actions = as_box_action_tensor(actions, self._action_shape, _CPU, space.low, space.high)
+            self._actions = as_box_action_tensor(
+                actions, self._action_shape, _CPU, space.low, space.high
+            )
         else:
             self._actions = as_action_tensor(actions, self._action_shape, _CPU, self._action_upper)
 
@@ -156,15 +176,18 @@ class SB3VecEnv(VecEnv):
         actions, self._actions = self._actions, None
         obs, rewards, terminated, truncated, info = self.env.step(actions)
         obs, final_obs, has_final, rewards, terminated, truncated = to_host(
-            obs, info["final_obs"], info["_final_obs"], rewards, terminated, truncated)
+            obs, info["final_obs"], info["_final_obs"], rewards, terminated, truncated
+        )
         dones = terminated | truncated
         if any(self._empty_infos):  # a consumer wrote into a shared empty dict: replace them all
             self._empty_infos = [{} for _ in range(self.num_envs)]
         infos = self._empty_infos.copy()
         for i in dones.nonzero()[0].tolist():
             # Tag: a runner's row that ends before its game (tagged) has no final_obs: its obs is final.
-            infos[i] = {"terminal_observation": final_obs[i] if has_final[i] else obs[i],
-                        "TimeLimit.truncated": bool(truncated[i] and not terminated[i])}
+            infos[i] = {
+                "terminal_observation": final_obs[i] if has_final[i] else obs[i],
+                "TimeLimit.truncated": bool(truncated[i] and not terminated[i]),
+            }
         return obs, rewards, dones, infos
 
     def close(self) -> None:
@@ -187,8 +210,10 @@ class SB3VecEnv(VecEnv):
 
     def _check_whole_batch(self, indices: VecEnvIndices, what: str) -> None:
         if sorted(self._get_indices(indices)) != list(range(self.num_envs)):
-            raise ValueError(f"{what} acts on the whole batched env; got indices={indices!r} "
-                             f"(use None for all {self.num_envs} envs)")
+            raise ValueError(
+                f"{what} acts on the whole batched env; got indices={indices!r} "
+                f"(use None for all {self.num_envs} envs)"
+            )
 
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
         """The batched env's attribute ``attr_name``, once per index."""
@@ -204,14 +229,17 @@ class SB3VecEnv(VecEnv):
             owner = self.env
         setattr(owner, attr_name, value)
 
-    def env_method(self, method_name: str, *method_args, indices: VecEnvIndices = None,
-                   **method_kwargs) -> list[Any]:
+    def env_method(
+        self, method_name: str, *method_args, indices: VecEnvIndices = None, **method_kwargs
+    ) -> list[Any]:
         """Call the batched env's method once (a subset of indices raises); its result per index."""
         self._check_whole_batch(indices, "env_method")
         result = getattr(self._owner(method_name), method_name)(*method_args, **method_kwargs)
         return [result for _ in range(self.num_envs)]
 
-    def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:
+    def env_is_wrapped(
+        self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None
+    ) -> list[bool]:
         """Whether a wrapper of ``wrapper_class`` is in the chain around the batched env."""
         wrapped = any(isinstance(env, wrapper_class) for env in self._chain())
         return [wrapped for _ in self._get_indices(indices)]
@@ -219,13 +247,20 @@ class SB3VecEnv(VecEnv):
     def get_images(self) -> Sequence[np.ndarray | None]:
         """One RGB frame per env (per game for Tag) when ``render_mode="rgb_array"``."""
         if self.render_mode != "rgb_array":
-            warnings.warn(f"get_images() needs render_mode='rgb_array', the env has {self.render_mode!r}")
+            warnings.warn(
+                f"get_images() needs render_mode='rgb_array', the env has {self.render_mode!r}",
+                stacklevel=2,
+            )
             return [None for _ in range(self.num_envs)]
         return list(self.env.render())
 
 
-def make_sb3_vec_env(env_id: str = "gpu_envs/CartPole-v1", num_envs: int = 8,
-                     device: str | torch.device = "cpu", **kwargs: Any) -> SB3VecEnv:
+def make_sb3_vec_env(
+    env_id: str = "gpu_envs/CartPole-v1",
+    num_envs: int = 8,
+    device: str | torch.device = "cpu",
+    **kwargs: Any,
+) -> SB3VecEnv:
     """``SB3VecEnv(gym.make_vec(env_id, num_envs, device=device, autoreset_mode=SAME_STEP, **kwargs))``.
 
     The env is built with ``validate_actions=False`` unless given: ``SB3VecEnv`` checks the
@@ -235,6 +270,7 @@ def make_sb3_vec_env(env_id: str = "gpu_envs/CartPole-v1", num_envs: int = 8,
     import gpu_envs  # noqa: F401 - registers the env ids
 
     kwargs.setdefault("validate_actions", False)  # SB3VecEnv checks the actions on the host
-    env = gym.make_vec(env_id, num_envs=num_envs, device=device,
-                       autoreset_mode=AutoresetMode.SAME_STEP, **kwargs)
+    env = gym.make_vec(
+        env_id, num_envs=num_envs, device=device, autoreset_mode=AutoresetMode.SAME_STEP, **kwargs
+    )
     return SB3VecEnv(env)

@@ -32,8 +32,15 @@ class SingleEnv(gym.Env):
     vector_class: ClassVar[type[KernelEnv]]
 
     def __init__(self, render_mode: str | None = None, **params: Any):
-        self._batch = self.vector_class(1, device="cpu", dtype=torch.float64, max_episode_steps=None,
-                                        autoreset_mode="disabled", render_mode=render_mode, **params)
+        self._batch = self.vector_class(
+            1,
+            device="cpu",
+            dtype=torch.float64,
+            max_episode_steps=None,
+            autoreset_mode="disabled",
+            render_mode=render_mode,
+            **params,
+        )
         self.render_mode = render_mode
         self.observation_space = self._batch.single_observation_space
         self.action_space = self._batch.single_action_space
@@ -51,7 +58,9 @@ class SingleEnv(gym.Env):
         if seed is not None:
             per_env_seeds(seed, 1, torch.device("cpu"))  # a clear error for a bad seed
         options = dict(options or {})
-        if "reset_mask" in options and not bool(as_reset_mask(options.pop("reset_mask"), 1, self._batch.device)[0]):
+        if "reset_mask" in options and not bool(
+            as_reset_mask(options.pop("reset_mask"), 1, self._batch.device)[0]
+        ):
             return self.vector_class.observation_of(self.state), {}  # a False mask: no reset
         super().reset(seed=seed)
         self._batch.reset(seed=0)

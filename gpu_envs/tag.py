@@ -26,7 +26,8 @@ Decisions where the SPEC leaves room (also in the docs):
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -70,35 +71,68 @@ class TagVectorEnv(KernelEnv):
     cpu_block_size = 1
     cpu_parallel_min_envs = 2
     env_noun = "game"
-    final_outputs = {"final_obs": "final_obs", "_final_obs": "has_final_obs", "final_active": "final_active"}
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 25, "autoreset_mode": AutoresetMode.NEXT_STEP}
+    final_outputs = {
+        "final_obs": "final_obs",
+        "_final_obs": "has_final_obs",
+        "final_active": "final_active",
+    }
+    metadata = {
+        "render_modes": ["rgb_array"],
+        "render_fps": 25,
+        "autoreset_mode": AutoresetMode.NEXT_STEP,
+    }
 
-    def __init__(self, num_envs: int = 1, device: str | torch.device = "cpu", *,
-                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
-                 validate_actions: bool = True, render_mode: str | None = None, **params: Any):
+    def __init__(
+        self,
+        num_envs: int = 1,
+        device: str | torch.device = "cpu",
+        *,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        validate_actions: bool = True,
+        render_mode: str | None = None,
+        **params: Any,
+    ):
         self.params = TagParams(**params)
         p = self.params
-        super().__init__(num_envs, device, autoreset_mode=autoreset_mode, render_mode=render_mode,
-                         validate_actions=validate_actions)
+        super().__init__(
+            num_envs,
+            device,
+            autoreset_mode=autoreset_mode,
+            render_mode=render_mode,
+            validate_actions=validate_actions,
+        )
         check_step_cost(p, self.num_envs)
-        self.num_taggers, self.num_runners, self.num_agents = p.num_taggers, p.num_runners, p.num_agents
+        self.num_taggers, self.num_runners, self.num_agents = (
+            p.num_taggers,
+            p.num_runners,
+            p.num_agents,
+        )
         self.episode_length = p.episode_length
         self.taggers = list(range(p.num_taggers))
         self.runners = list(range(p.num_taggers, p.num_agents))
-        self.agent_names = [f"tagger_{i}" for i in range(p.num_taggers)] + \
-                           [f"runner_{i}" for i in range(p.num_runners)]
-        self.team_slices = {"tagger": slice(0, p.num_taggers), "runner": slice(p.num_taggers, p.num_agents)}
-        self.obs_dim = logic.observation_size(p.num_agents, p.use_full_observation,
-                                              p.num_other_agents_observed, p.observe_self)
+        self.agent_names = [f"tagger_{i}" for i in range(p.num_taggers)] + [
+            f"runner_{i}" for i in range(p.num_runners)
+        ]
+        self.team_slices = {
+            "tagger": slice(0, p.num_taggers),
+            "runner": slice(p.num_taggers, p.num_agents),
+        }
+        self.obs_dim = logic.observation_size(
+            p.num_agents, p.use_full_observation, p.num_other_agents_observed, p.observe_self
+        )
         self.action_nvec = (p.num_acceleration_levels + 1, p.num_turn_levels + 1)
         self.single_action_space = gym.spaces.MultiDiscrete(list(self.action_nvec))
         self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (self.obs_dim,), np.float32)
         self._float_consts, self._int_consts = logic.make_consts(p)
-        self._tables = (logic.action_levels(p.min_acceleration, p.max_acceleration, p.num_acceleration_levels),
-                        logic.action_levels(p.min_turn, p.max_turn, p.num_turn_levels))
+        self._tables = (
+            logic.action_levels(p.min_acceleration, p.max_acceleration, p.num_acceleration_levels),
+            logic.action_levels(p.min_turn, p.max_turn, p.num_turn_levels),
+        )
         self._start = np.zeros((3, p.num_agents), dtype=np.float32)
         self._start_given = np.zeros(3, dtype=np.bool_)
-        for q, values in enumerate((p.starting_location_x, p.starting_location_y, p.starting_directions)):
+        for q, values in enumerate(
+            (p.starting_location_x, p.starting_location_y, p.starting_directions)
+        ):
             if values is not None:
                 self._start[q] = values
                 self._start_given[q] = True
@@ -110,16 +144,34 @@ class TagVectorEnv(KernelEnv):
         worker of an env ([E, 1, K] on the CPU, [E, N, K] on CUDA)."""
         e, n = self.num_envs, self.num_agents
         f32, flag, i32 = np.dtype(np.float32), np.dtype(np.bool_), np.dtype(np.int32)
-        scratch = (e, 1 if self.kernel_target == "cpu" else n, max(self.params.num_other_agents_observed, 1))
+        scratch = (
+            e,
+            1 if self.kernel_target == "cpu" else n,
+            max(self.params.num_other_agents_observed, 1),
+        )
         return {
-            "x": ((e, n), f32), "y": ((e, n), f32), "heading": ((e, n), f32), "speed": ((e, n), f32),
-            "acceleration": ((e, n), f32), "active": ((e, n), flag), "t": ((e,), i32),
-            "needs_reset": ((e,), flag), "episode": ((e,), np.dtype(np.uint64)),
-            "env_seed": ((e,), np.dtype(np.uint64)), "obs": ((e, n, self.obs_dim), f32),
-            "rewards": ((e, n), f32), "terminated": ((e,), flag), "truncated": ((e,), flag),
-            "final_obs": ((e, n, self.obs_dim), f32), "final_active": ((e, n), flag),
-            "has_final_obs": ((e,), flag), "tag_count": ((e, n), i32), "action_error": ((e,), flag),
-            "knn_idx": (scratch, i32), "knn_d2": (scratch, f32), "runners_left": ((e,), i32),
+            "x": ((e, n), f32),
+            "y": ((e, n), f32),
+            "heading": ((e, n), f32),
+            "speed": ((e, n), f32),
+            "acceleration": ((e, n), f32),
+            "active": ((e, n), flag),
+            "t": ((e,), i32),
+            "needs_reset": ((e,), flag),
+            "episode": ((e,), np.dtype(np.uint64)),
+            "env_seed": ((e,), np.dtype(np.uint64)),
+            "obs": ((e, n, self.obs_dim), f32),
+            "rewards": ((e, n), f32),
+            "terminated": ((e,), flag),
+            "truncated": ((e,), flag),
+            "final_obs": ((e, n, self.obs_dim), f32),
+            "final_active": ((e, n), flag),
+            "has_final_obs": ((e,), flag),
+            "tag_count": ((e, n), i32),
+            "action_error": ((e,), flag),
+            "knn_idx": (scratch, i32),
+            "knn_d2": (scratch, f32),
+            "runners_left": ((e,), i32),
         }
 
     def constants(self) -> tuple[np.ndarray, ...]:
@@ -183,7 +235,9 @@ class TagVectorEnv(KernelEnv):
 
     def check_actions(self, actions) -> torch.Tensor:
         if self.validate_actions:
-            return as_action_tensor(actions, self._action_shape, self.device, [v - 1 for v in self.action_nvec])
+            return as_action_tensor(
+                actions, self._action_shape, self.device, [v - 1 for v in self.action_nvec]
+            )
         return check_action_layout(actions, self._action_shape, self.device)
 
     def after_step(self) -> None:
@@ -199,8 +253,13 @@ class TagVectorEnv(KernelEnv):
                 "(validate_actions=False); the kernel applied 'no change' for it"
             )
 
-    def fetch_episode_states(self, policy: Callable[[torch.Tensor, "TagVectorEnv"], Any] | None = None, *,
-                             seed: int = 0, steps: int | None = None) -> dict[str, Any]:
+    def fetch_episode_states(
+        self,
+        policy: Callable[[torch.Tensor, TagVectorEnv], Any] | None = None,
+        *,
+        seed: int = 0,
+        steps: int | None = None,
+    ) -> dict[str, Any]:
         """Play one game with this env's parameters (in a private 1-game env) and return its trajectory.
 
         ``policy(obs, env) -> actions`` gets obs [1, N, obs_dim] and returns [1, N, 2] indices; None
@@ -213,8 +272,9 @@ class TagVectorEnv(KernelEnv):
         """
         if steps is not None and (not is_int(steps) or steps < 0):
             raise ValueError(f"steps must be an int >= 0 or None, got {steps!r}")
-        env = TagVectorEnv(1, self.device, autoreset_mode=AutoresetMode.DISABLED,
-                     **dataclasses.asdict(self.params))
+        env = TagVectorEnv(
+            1, self.device, autoreset_mode=AutoresetMode.DISABLED, **dataclasses.asdict(self.params)
+        )
         generator = torch.Generator().manual_seed(int(seed))
         nvec = torch.tensor(self.action_nvec, dtype=torch.int64)
         frames: dict[str, list] = {key: [] for key in (*_STATE_KEYS, "rewards", "actions")}
@@ -243,14 +303,19 @@ class TagVectorEnv(KernelEnv):
         result: dict[str, Any] = {key: np.stack(rows) for key, rows in frames.items() if rows}
         result.setdefault("rewards", np.zeros((0, n), np.float32))
         result.setdefault("actions", np.zeros((0, n, 2), np.int64))
-        result.update(num_taggers=self.num_taggers, grid_length=self.params.grid_length,
-                      episode_length=self.episode_length)
+        result.update(
+            num_taggers=self.num_taggers,
+            grid_length=self.params.grid_length,
+            episode_length=self.episode_length,
+        )
         return result
 
     def render_frames(self) -> tuple[np.ndarray, ...]:
         from gpu_envs.tag_rendering import render_tag_frames
 
-        return render_tag_frames(self.state, self.num_taggers, self.params.grid_length, self.episode_length)
+        return render_tag_frames(
+            self.state, self.num_taggers, self.params.grid_length, self.episode_length
+        )
 
 
 #: The name of earlier releases.

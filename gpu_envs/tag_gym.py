@@ -22,7 +22,8 @@ def single_env_unavailable(**kwargs: Any) -> gym.Env:
     raise gym.error.Error(
         "gpu_envs/Tag-v0 is a multi-agent game and has no single-agent gym.make env (one row is one agent, "
         "not a game). Use gym.make_vec('gpu_envs/Tag-v0', num_envs=GAMES, device=...) for (game, agent) rows "
-        "with a shared policy, or gpu_envs.tag_v0.parallel_env() for one game as a PettingZoo ParallelEnv.")
+        "with a shared policy, or gpu_envs.tag_v0.parallel_env() for one game as a PettingZoo ParallelEnv."
+    )
 
 
 class TagGymVectorEnv(VectorEnv):
@@ -69,18 +70,37 @@ class TagGymVectorEnv(VectorEnv):
         params: SPEC-tag.md parameters (``observe_self`` may be given only as True).
     """
 
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 25, "autoreset_mode": AutoresetMode.NEXT_STEP}
+    metadata = {
+        "render_modes": ["rgb_array"],
+        "render_fps": 25,
+        "autoreset_mode": AutoresetMode.NEXT_STEP,
+    }
 
-    def __init__(self, num_envs: int = 1, device: str | torch.device = "cpu", *,
-                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
-                 render_mode: str | None = None, validate_actions: bool = True, **params: Any):
+    def __init__(
+        self,
+        num_envs: int = 1,
+        device: str | torch.device = "cpu",
+        *,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        render_mode: str | None = None,
+        validate_actions: bool = True,
+        **params: Any,
+    ):
         if params.get("observe_self", True) is not True:
-            raise ValueError("TagGymVectorEnv forces observe_self=True (a shared policy must see its role); "
-                             f"got observe_self={params['observe_self']!r}")
+            raise ValueError(
+                "TagGymVectorEnv forces observe_self=True (a shared policy must see its role); "
+                f"got observe_self={params['observe_self']!r}"
+            )
         params["observe_self"] = True
         self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
-        self._game = TagEnv(num_envs=num_envs, device=device, autoreset_mode=self.autoreset_mode,
-                            validate_actions=validate_actions, render_mode=render_mode, **params)
+        self._game = TagEnv(
+            num_envs=num_envs,
+            device=device,
+            autoreset_mode=self.autoreset_mode,
+            validate_actions=validate_actions,
+            render_mode=render_mode,
+            **params,
+        )
         game = self._game
         self.num_games = game.num_envs
         self.num_agents = game.num_agents
@@ -90,8 +110,12 @@ class TagGymVectorEnv(VectorEnv):
         self.agent_names, self.taggers, self.runners = game.agent_names, game.taggers, game.runners
         self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
 
-        self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (game.obs_dim,), dtype=np.float32)
-        self.single_action_space = gym.spaces.MultiDiscrete(np.asarray(game.action_nvec, dtype=np.int64))
+        self.single_observation_space = gym.spaces.Box(
+            -np.inf, np.inf, (game.obs_dim,), dtype=np.float32
+        )
+        self.single_action_space = gym.spaces.MultiDiscrete(
+            np.asarray(game.action_nvec, dtype=np.int64)
+        )
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
 
@@ -109,13 +133,16 @@ class TagGymVectorEnv(VectorEnv):
         """One step of every game; ``actions``: integer tensor/array [E * N, 2], one per row."""
         shape = tuple(actions.shape) if hasattr(actions, "shape") else np.shape(actions)
         if shape != (self.num_envs, 2):
-            raise ValueError(f"actions must have shape ({self.num_envs}, 2): one (acceleration index, turn index) "
-                             f"per row = {self.num_games} games x {self.num_agents} agents; got {shape}")
+            raise ValueError(
+                f"actions must have shape ({self.num_envs}, 2): one (acceleration index, turn index) "
+                f"per row = {self.num_games} games x {self.num_agents} agents; got {shape}"
+            )
         if not isinstance(actions, torch.Tensor):
             actions = np.asarray(actions)
         was_active = self._game.state["active"].clone()
         obs, rewards, terminated, truncated, info = self._game.step(
-            actions.reshape(self.num_games, self.num_agents, 2))
+            actions.reshape(self.num_games, self.num_agents, 2)
+        )
         active = info["active"]
         # After a reset (SAME_STEP) or on a NEXT_STEP reset step `active` is the new game's: all True.
         row_terminated = was_active & (terminated[:, None] | ~active)
@@ -123,8 +150,13 @@ class TagGymVectorEnv(VectorEnv):
         if "final_obs" in info:
             row_info["final_obs"] = self._rows(info["final_obs"])
             row_info["_final_obs"] = self._rows(info["_final_obs"][:, None] & was_active)
-        return (self._rows(obs), self._rows(rewards), self._rows(row_terminated),
-                self._rows(truncated[:, None] & was_active), row_info)
+        return (
+            self._rows(obs),
+            self._rows(rewards),
+            self._rows(row_terminated),
+            self._rows(truncated[:, None] & was_active),
+            row_info,
+        )
 
     def _rows(self, tensor: torch.Tensor) -> torch.Tensor:
         """[E, N, ...] (or [E, N]) -> [E * N, ...]."""

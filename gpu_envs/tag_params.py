@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -38,7 +38,9 @@ PAIR_SECONDS = {False: 2.5e-9, True: 14e-9}
 
 def is_real(value) -> bool:
     """A finite int or float (not a bool); huge Python ints count as not finite."""
-    if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, (bool, np.bool_)):
+    if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(
+        value, (bool, np.bool_)
+    ):
         return False
     try:
         return math.isfinite(value)
@@ -92,8 +94,10 @@ def _check_real(name: str, value, rule: str, ok: Callable[[float], bool]) -> flo
     if not is_real(value) or not ok(float(value)):
         raise ValueError(f"{name} must be a finite number {rule}, got {value!r}")
     if not in_float32(float(value)):
-        raise ValueError(f"{name} must be representable in float32 (the kernels' precision): "
-                         f"|{name}| <= {FLOAT32_MAX:.8g} and not so small that it rounds to 0, got {value!r}")
+        raise ValueError(
+            f"{name} must be representable in float32 (the kernels' precision): "
+            f"|{name}| <= {FLOAT32_MAX:.8g} and not so small that it rounds to 0, got {value!r}"
+        )
     return float(value)
 
 
@@ -103,13 +107,20 @@ def _check_bool(name: str, value) -> bool:
     return bool(value)
 
 
-def _check_sequence(name: str, value, length: int, high: float, high_text: str) -> tuple[float, ...] | None:
+def _check_sequence(
+    name: str, value, length: int, high: float, high_text: str
+) -> tuple[float, ...] | None:
     if value is None:
         return None
-    values = np.asarray(value, dtype=object).reshape(-1) if not isinstance(value, torch.Tensor) \
+    values = (
+        np.asarray(value, dtype=object).reshape(-1)
+        if not isinstance(value, torch.Tensor)
         else value.detach().cpu().numpy().reshape(-1)
+    )
     if len(values) != length:
-        raise ValueError(f"{name} must be None or a sequence of N={length} numbers, got {len(values)}")
+        raise ValueError(
+            f"{name} must be None or a sequence of N={length} numbers, got {len(values)}"
+        )
     for i, v in enumerate(values):
         if not is_real(v) or not 0.0 <= float(v) <= high:
             raise ValueError(f"{name}[{i}] must be a finite number in [0, {high_text}], got {v!r}")
@@ -118,51 +129,76 @@ def _check_sequence(name: str, value, length: int, high: float, high_text: str) 
 
 def _require_finite32(value: float, what: str, why: str) -> None:
     if not math.isfinite(value):
-        raise ValueError(f"{what} is {value} in float32 (the kernels' precision): {why}; "
-                         f"keep it within +-{FLOAT32_MAX:.8g}")
+        raise ValueError(
+            f"{what} is {value} in float32 (the kernels' precision): {why}; "
+            f"keep it within +-{FLOAT32_MAX:.8g}"
+        )
 
 
-def _check_float32_products(p: "TagParams") -> None:
+def _check_float32_products(p: TagParams) -> None:
     """The products and sums the kernel forms from the parameters stay finite (and nonzero) in float32."""
     low, high = grid_length_range(p.num_other_agents_observed)
     if not low <= float(_F32(p.grid_length)) <= high:
         raise ValueError(
             f"grid_length must lie in [{low:.8g}, {high:.8g}] for num_other_agents_observed="
             f"{p.num_other_agents_observed}, got {p.grid_length!r}: in float32, L*L must be a normal number and "
-            "L*L*max(8, 1.5*num_other_agents_observed) finite, or the neighbour search never ends")
+            "L*L*max(8, 1.5*num_other_agents_observed) finite, or the neighbour search never ends"
+        )
     for team in ("tagger", "runner"):
         skill = getattr(p, f"skill_level_{team}")
         cap = _f32(lambda c: c, p.max_speed * skill)
         ratio = _f32(lambda c, n: (c + c) / n, cap, p.max_speed + 1e-10)
         own = _f32(lambda c, m: c / m, cap, p.max_speed)
-        if not (FLOAT32_TINY <= cap and math.isfinite(ratio) and math.isfinite(own)):
+        if not (cap >= FLOAT32_TINY and math.isfinite(ratio) and math.isfinite(own)):
             raise ValueError(
                 f"max_speed * skill_level_{team} = {p.max_speed * skill!r} (a {team}'s top speed) must be at least "
                 f"{FLOAT32_TINY:.8g} and 2 * it / (max_speed + 1e-10) finite in float32, or speeds and their "
-                f"observations become 0 or inf; got max_speed={p.max_speed!r}, skill_level_{team}={skill!r}")
+                f"observations become 0 or inf; got max_speed={p.max_speed!r}, skill_level_{team}={skill!r}"
+            )
     for quantity in ("acceleration", "turn"):
-        span = _f32(lambda hi, lo: hi - lo, getattr(p, f"max_{quantity}"), getattr(p, f"min_{quantity}"))
-        _require_finite32(span, f"max_{quantity} - min_{quantity}", "the action levels would be inf or NaN")
-    _require_finite32(_f32(lambda a, b: a + b, p.edge_hit_penalty, p.step_penalty_for_tagger),
-                      "edge_hit_penalty + step_penalty_for_tagger", "a tagger's reward would overflow")
-    _require_finite32(_f32(lambda n, r: n * r, p.num_runners, p.tag_reward_for_tagger),
-                      "num_runners * tag_reward_for_tagger", "a tagger's reward for tagging every runner would overflow")
-    _require_finite32(_f32(lambda a, b: a + b, p.edge_hit_penalty, p.tag_penalty_for_runner),
-                      "edge_hit_penalty + tag_penalty_for_runner", "a runner's reward would overflow")
-    _require_finite32(_f32(lambda a, b: a + b, p.step_reward_for_runner, p.end_of_game_reward_for_runner),
-                      "step_reward_for_runner + end_of_game_reward_for_runner", "a runner's reward would overflow")
-    if p.tagging_distance > 0 and _f32(lambda d, length: d * length, p.tagging_distance, p.grid_length) == 0:
-        raise ValueError(f"tagging_distance * grid_length = {p.tagging_distance * p.grid_length!r} rounds to 0 in "
-                         "float32, so no runner could ever be tagged; use tagging_distance=0 to mean that, or a "
-                         "larger value")
+        span = _f32(
+            lambda hi, lo: hi - lo, getattr(p, f"max_{quantity}"), getattr(p, f"min_{quantity}")
+        )
+        _require_finite32(
+            span, f"max_{quantity} - min_{quantity}", "the action levels would be inf or NaN"
+        )
+    _require_finite32(
+        _f32(lambda a, b: a + b, p.edge_hit_penalty, p.step_penalty_for_tagger),
+        "edge_hit_penalty + step_penalty_for_tagger",
+        "a tagger's reward would overflow",
+    )
+    _require_finite32(
+        _f32(lambda n, r: n * r, p.num_runners, p.tag_reward_for_tagger),
+        "num_runners * tag_reward_for_tagger",
+        "a tagger's reward for tagging every runner would overflow",
+    )
+    _require_finite32(
+        _f32(lambda a, b: a + b, p.edge_hit_penalty, p.tag_penalty_for_runner),
+        "edge_hit_penalty + tag_penalty_for_runner",
+        "a runner's reward would overflow",
+    )
+    _require_finite32(
+        _f32(lambda a, b: a + b, p.step_reward_for_runner, p.end_of_game_reward_for_runner),
+        "step_reward_for_runner + end_of_game_reward_for_runner",
+        "a runner's reward would overflow",
+    )
+    if (
+        p.tagging_distance > 0
+        and _f32(lambda d, length: d * length, p.tagging_distance, p.grid_length) == 0
+    ):
+        raise ValueError(
+            f"tagging_distance * grid_length = {p.tagging_distance * p.grid_length!r} rounds to 0 in "
+            "float32, so no runner could ever be tagged; use tagging_distance=0 to mean that, or a "
+            "larger value"
+        )
 
 
-def estimate_step_seconds(params: "TagParams", num_envs: int = 1) -> float:
+def estimate_step_seconds(params: TagParams, num_envs: int = 1) -> float:
     """Estimated seconds of one step of ``num_envs`` games on one CPU core: ``E * N**2 * PAIR_SECONDS``."""
-    return num_envs * params.num_agents ** 2 * PAIR_SECONDS[params.use_full_observation]
+    return num_envs * params.num_agents**2 * PAIR_SECONDS[params.use_full_observation]
 
 
-def check_step_cost(params: "TagParams", num_envs: int = 1) -> None:
+def check_step_cost(params: TagParams, num_envs: int = 1) -> None:
     """Refuse a configuration whose one step would take longer than ``MAX_STEP_SECONDS`` on one CPU core."""
     seconds = estimate_step_seconds(params, num_envs)
     if seconds > MAX_STEP_SECONDS:
@@ -171,7 +207,8 @@ def check_step_cost(params: "TagParams", num_envs: int = 1) -> None:
             f"num_envs={num_envs} games of N = num_taggers + num_runners = {params.num_agents} agents ({mode} "
             f"observation, use_full_observation={params.use_full_observation}): one step costs "
             f"O(num_envs * N**2), about {seconds:.3g} s on one CPU core at {PAIR_SECONDS[params.use_full_observation]:.3g} "
-            f"s per agent pair, over the {MAX_STEP_SECONDS:.0f} s limit; use fewer agents or games")
+            f"s per agent pair, over the {MAX_STEP_SECONDS:.0f} s limit; use fewer agents or games"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,11 +250,16 @@ class TagParams:
             "num_taggers": _check_int("num_taggers", self.num_taggers, 1),
             "num_runners": _check_int("num_runners", self.num_runners, 1),
             "grid_length": _check_real("grid_length", self.grid_length, "> 0", lambda v: v > 0),
-            "episode_length": _check_int("episode_length", self.episode_length, 1, MAX_EPISODE_LENGTH),
+            "episode_length": _check_int(
+                "episode_length", self.episode_length, 1, MAX_EPISODE_LENGTH
+            ),
             "max_speed": _check_real("max_speed", self.max_speed, "> 0", lambda v: v > 0),
-            "num_acceleration_levels": _check_int("num_acceleration_levels", self.num_acceleration_levels, 0,
-                                                  MAX_ACTION_LEVELS),
-            "num_turn_levels": _check_int("num_turn_levels", self.num_turn_levels, 0, MAX_ACTION_LEVELS),
+            "num_acceleration_levels": _check_int(
+                "num_acceleration_levels", self.num_acceleration_levels, 0, MAX_ACTION_LEVELS
+            ),
+            "num_turn_levels": _check_int(
+                "num_turn_levels", self.num_turn_levels, 0, MAX_ACTION_LEVELS
+            ),
         }
         n = checked["num_taggers"] + checked["num_runners"]
         for name in ("skill_level_tagger", "skill_level_runner"):
@@ -227,7 +269,9 @@ class TagParams:
             low = _check_real(low_name, getattr(self, low_name), "", lambda v: True)
             high = _check_real(high_name, getattr(self, high_name), "", lambda v: True)
             if low > high:
-                raise ValueError(f"{low_name} must be <= {high_name}, got {low_name}={low}, {high_name}={high}")
+                raise ValueError(
+                    f"{low_name} must be <= {high_name}, got {low_name}={low}, {high_name}={high}"
+                )
             checked[low_name], checked[high_name] = low, high
         for name, rule, ok in (
             ("edge_hit_penalty", "<= 0", lambda v: v <= 0),
@@ -242,12 +286,16 @@ class TagParams:
         for name in ("use_full_observation", "runner_exits_game_after_tagged", "observe_self"):
             checked[name] = _check_bool(name, getattr(self, name))
         checked["num_other_agents_observed"] = _check_int(
-            "num_other_agents_observed", self.num_other_agents_observed, 1, n)
+            "num_other_agents_observed", self.num_other_agents_observed, 1, n
+        )
         length = checked["grid_length"]
         for name in ("starting_location_x", "starting_location_y"):
-            checked[name] = _check_sequence(name, getattr(self, name), n, length, f"grid_length={length}")
+            checked[name] = _check_sequence(
+                name, getattr(self, name), n, length, f"grid_length={length}"
+            )
         checked["starting_directions"] = _check_sequence(
-            "starting_directions", self.starting_directions, n, float(logic.TWO_PI_32), "2pi")
+            "starting_directions", self.starting_directions, n, float(logic.TWO_PI_32), "2pi"
+        )
         if self.seed is not None:
             checked["seed"] = _check_int("seed", self.seed, 0, MAX_SEED)
         if self.reset_mode not in RESET_MODES:

@@ -15,8 +15,9 @@ optional ``imageio-ffmpeg`` package).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -35,8 +36,17 @@ TEXT_COLOUR = (20, 20, 20)
 VIDEO_SUFFIXES = (".gif", ".mp4")
 
 
-def render_tag_frame(x: np.ndarray, y: np.ndarray, active: np.ndarray, num_taggers: int,
-                     grid_length: float, t: int, episode_length: int, *, size: int = 480) -> np.ndarray:
+def render_tag_frame(
+    x: np.ndarray,
+    y: np.ndarray,
+    active: np.ndarray,
+    num_taggers: int,
+    grid_length: float,
+    t: int,
+    episode_length: int,
+    *,
+    size: int = 480,
+) -> np.ndarray:
     """One RGB frame (``size + label`` x ``size``, uint8) of one Tag game.
 
     Args:
@@ -50,7 +60,9 @@ def render_tag_frame(x: np.ndarray, y: np.ndarray, active: np.ndarray, num_tagge
     x, y, active = (np.asarray(a).reshape(-1) for a in (x, y, active))
     n = x.shape[0]
     if y.shape[0] != n or active.shape[0] != n:
-        raise ValueError(f"x, y and active must have the same length, got {n}, {y.shape[0]}, {active.shape[0]}")
+        raise ValueError(
+            f"x, y and active must have the same length, got {n}, {y.shape[0]}, {active.shape[0]}"
+        )
     if not 0 < num_taggers < n:
         raise ValueError(f"num_taggers must be in 1..{n - 1} for {n} agents, got {num_taggers}")
     if not grid_length > 0:
@@ -67,7 +79,9 @@ def render_tag_frame(x: np.ndarray, y: np.ndarray, active: np.ndarray, num_tagge
 
     span = size - 2 * margin
     top = label_height + margin
-    draw.rectangle([margin, top, margin + span, top + span], fill=ARENA_FILL, outline=ARENA_EDGE, width=2)
+    draw.rectangle(
+        [margin, top, margin + span, top + span], fill=ARENA_FILL, outline=ARENA_EDGE, width=2
+    )
     # Arena coordinates to pixels; y points up, as in the original framework's plots.
     px = margin + np.clip(x / grid_length, 0.0, 1.0) * span
     py = top + (1.0 - np.clip(y / grid_length, 0.0, 1.0)) * span
@@ -91,13 +105,21 @@ def render_tag_frame(x: np.ndarray, y: np.ndarray, active: np.ndarray, num_tagge
     return np.asarray(image)
 
 
-def render_tag_frames(state: Mapping[str, Any], num_taggers: int, grid_length: float, episode_length: int,
-                      *, size: int = 480) -> tuple[np.ndarray, ...]:
+def render_tag_frames(
+    state: Mapping[str, Any],
+    num_taggers: int,
+    grid_length: float,
+    episode_length: int,
+    *,
+    size: int = 480,
+) -> tuple[np.ndarray, ...]:
     """One frame per game of a batched state: ``x``, ``y``, ``active`` [E, N] and ``t`` [E], as
     torch tensors (any device) or NumPy arrays, e.g. ``TagEnv.state``."""
     x, y, active, t = (_to_numpy(state[key]) for key in ("x", "y", "active", "t"))
     return tuple(
-        render_tag_frame(x[e], y[e], active[e], num_taggers, grid_length, int(t[e]), episode_length, size=size)
+        render_tag_frame(
+            x[e], y[e], active[e], num_taggers, grid_length, int(t[e]), episode_length, size=size
+        )
         for e in range(x.shape[0])
     )
 
@@ -111,12 +133,22 @@ def _to_numpy(value: Any) -> np.ndarray:
 def animate_episode(episode: Mapping[str, Any], *, size: int = 480) -> list[np.ndarray]:
     """The frames of a recorded episode (``TagEnv.fetch_episode_states``'s dict, or any mapping with ``x``,
     ``y``, ``active`` [S, N], ``t`` [S], ``num_taggers``, ``grid_length``, ``episode_length``)."""
-    missing = {"x", "y", "active", "t", "num_taggers", "grid_length", "episode_length"} - set(episode)
+    missing = {"x", "y", "active", "t", "num_taggers", "grid_length", "episode_length"} - set(
+        episode
+    )
     if missing:
         raise KeyError(f"episode is missing {sorted(missing)}")
     return [
-        render_tag_frame(x, y, active, episode["num_taggers"], episode["grid_length"], t,
-                         episode["episode_length"], size=size)
+        render_tag_frame(
+            x,
+            y,
+            active,
+            episode["num_taggers"],
+            episode["grid_length"],
+            t,
+            episode["episode_length"],
+            size=size,
+        )
         for x, y, active, t in zip(episode["x"], episode["y"], episode["active"], episode["t"])
     ]
 
@@ -152,9 +184,16 @@ def save_animation(frames: Sequence[np.ndarray], path: str | Path, fps: float = 
     return path
 
 
-def render_episode(env_params: Mapping[str, Any] | None = None, policy: Policy | None = None,
-                   seed: int = 0, out: str | Path | None = None, *, steps: int | None = None,
-                   fps: float = 25.0, size: int = 480) -> list[np.ndarray]:
+def render_episode(
+    env_params: Mapping[str, Any] | None = None,
+    policy: Policy | None = None,
+    seed: int = 0,
+    out: str | Path | None = None,
+    *,
+    steps: int | None = None,
+    fps: float = 25.0,
+    size: int = 480,
+) -> list[np.ndarray]:
     """Play one episode with ``policy`` (random when None), return its frames, and write them to
     ``out`` (``.gif`` or ``.mp4``) when given. ``env_params`` are TagEnv parameters."""
     from gpu_envs.tag import TagEnv

@@ -68,22 +68,40 @@ _BATCH_ONLY = ("num_envs", "device", "autoreset_mode")
 class TagParallelEnv(ParallelEnv):
     """One game of Tag as a PettingZoo ``ParallelEnv`` (see the module docstring for the rules)."""
 
-    metadata = {"name": "tag_v0", "render_modes": ["rgb_array", "human"], "render_fps": 25,
-                "is_parallelizable": True}
+    metadata = {
+        "name": "tag_v0",
+        "render_modes": ["rgb_array", "human"],
+        "render_fps": 25,
+        "is_parallelizable": True,
+    }
 
-    def __init__(self, render_mode: str | None = None, max_cycles: int | None = None, **params: Any):
+    def __init__(
+        self, render_mode: str | None = None, max_cycles: int | None = None, **params: Any
+    ):
         given = [name for name in _BATCH_ONLY if name in params]
         if given:
-            raise TypeError(f"parallel_env is one game on the CPU and does not take {given}; "
-                            "use gpu_envs.tag_v0.vector_env(num_envs, device, ...) for batches")
+            raise TypeError(
+                f"parallel_env is one game on the CPU and does not take {given}; "
+                "use gpu_envs.tag_v0.vector_env(num_envs, device, ...) for batches"
+            )
         if render_mode not in (None, *self.metadata["render_modes"]):
-            raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
-        if max_cycles is not None and (isinstance(max_cycles, bool) or not isinstance(max_cycles, int)
-                                       or max_cycles < 1):
-            raise ValueError(f"max_cycles must be None (no limit) or an integer >= 1, got {max_cycles!r}")
+            raise ValueError(
+                f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}"
+            )
+        if max_cycles is not None and (
+            isinstance(max_cycles, bool) or not isinstance(max_cycles, int) or max_cycles < 1
+        ):
+            raise ValueError(
+                f"max_cycles must be None (no limit) or an integer >= 1, got {max_cycles!r}"
+            )
         self.render_mode, self.max_cycles = render_mode, max_cycles
-        self._game = TagEnv(num_envs=1, device="cpu", autoreset_mode="disabled",
-                            render_mode=None if render_mode is None else "rgb_array", **params)
+        self._game = TagEnv(
+            num_envs=1,
+            device="cpu",
+            autoreset_mode="disabled",
+            render_mode=None if render_mode is None else "rgb_array",
+            **params,
+        )
         self._cycles = 0
         self._window: _HumanWindow | None = None
         self.last_frame: np.ndarray | None = None
@@ -93,10 +111,15 @@ class TagParallelEnv(ParallelEnv):
         nvec = np.asarray(self._game.action_nvec, dtype=np.int64)
         obs_shape = (self._game.obs_dim,)
         self.observation_spaces = {
-            name: gymnasium.spaces.Box(-np.inf, np.inf, obs_shape, dtype=np.float32) for name in self.possible_agents
+            name: gymnasium.spaces.Box(-np.inf, np.inf, obs_shape, dtype=np.float32)
+            for name in self.possible_agents
         }
-        self.action_spaces = {name: gymnasium.spaces.MultiDiscrete(nvec) for name in self.possible_agents}
-        self.state_space = gymnasium.spaces.Box(-np.inf, np.inf, (7 * self._game.num_agents + 1,), dtype=np.float32)
+        self.action_spaces = {
+            name: gymnasium.spaces.MultiDiscrete(nvec) for name in self.possible_agents
+        }
+        self.state_space = gymnasium.spaces.Box(
+            -np.inf, np.inf, (7 * self._game.num_agents + 1,), dtype=np.float32
+        )
         self._actions = np.zeros((1, self._game.num_agents, 2), dtype=np.int64)
 
     # ------------------------------------------------------------------------ spaces
@@ -117,11 +140,15 @@ class TagParallelEnv(ParallelEnv):
         self.agents = list(self.possible_agents)
         self._cycles = 0
         rows = obs[0].numpy()
-        return {name: rows[i] for i, name in enumerate(self.agents)}, {name: {} for name in self.agents}
+        return {name: rows[i] for i, name in enumerate(self.agents)}, {
+            name: {} for name in self.agents
+        }
 
     def step(self, actions: dict[str, Any]):
         if not self.agents:
-            raise RuntimeError("no agent is in the game (not reset yet, or the game is over): call reset()")
+            raise RuntimeError(
+                "no agent is in the game (not reset yet, or the game is over): call reset()"
+            )
         self._actions.fill(0)
         unexpected = set(actions) - set(self.agents)
         if unexpected:
@@ -131,15 +158,19 @@ class TagParallelEnv(ParallelEnv):
                 raise ValueError(f"no action for {name}: every agent in `agents` must act")
             action = np.asarray(actions[name])
             if not self.action_spaces[name].contains(action):
-                raise ValueError(f"action of {name} must be 2 integers in {self.action_spaces[name]} "
-                                 f"(acceleration index, turn index), got {actions[name]!r}")
+                raise ValueError(
+                    f"action of {name} must be 2 integers in {self.action_spaces[name]} "
+                    f"(acceleration index, turn index), got {actions[name]!r}"
+                )
             self._actions[0, self._index[name]] = action
         obs, rewards, terminated, truncated, info = self._game.step(self._actions)
         rows, rewards = obs[0].numpy(), rewards[0].numpy()
         active = info["active"][0].numpy()
         self._cycles += 1
         game_over = bool(terminated[0])
-        cut = bool(truncated[0]) or (self.max_cycles is not None and self._cycles >= self.max_cycles)
+        cut = bool(truncated[0]) or (
+            self.max_cycles is not None and self._cycles >= self.max_cycles
+        )
         live = self.agents
         observations = {name: rows[self._index[name]] for name in live}
         reward = {name: float(rewards[self._index[name]]) for name in live}
@@ -152,15 +183,18 @@ class TagParallelEnv(ParallelEnv):
         s = self._game.state
         p = self._game.params
         n, num_taggers = self._game.num_agents, self._game.num_taggers
-        columns = torch.stack([
-            s["x"][0] / p.grid_length,
-            s["y"][0] / p.grid_length,
-            s["speed"][0] / p.max_speed,
-            s["acceleration"][0] / p.max_speed,
-            s["heading"][0] / (2 * math.pi),
-            (torch.arange(n) < num_taggers).float(),
-            s["active"][0].float(),
-        ], dim=1)
+        columns = torch.stack(
+            [
+                s["x"][0] / p.grid_length,
+                s["y"][0] / p.grid_length,
+                s["speed"][0] / p.max_speed,
+                s["acceleration"][0] / p.max_speed,
+                s["heading"][0] / (2 * math.pi),
+                (torch.arange(n) < num_taggers).float(),
+                s["active"][0].float(),
+            ],
+            dim=1,
+        )
         time = (s["t"][0].float() / self._game.episode_length).reshape(1)
         return torch.cat([columns.reshape(-1), time]).numpy().astype(np.float32)
 
@@ -200,8 +234,11 @@ class _HumanWindow:
     @staticmethod
     def display_available() -> bool:
         """True where pygame can open a window: a display, a non-Linux OS, or an SDL video driver chosen."""
-        return (sys.platform != "linux" or "SDL_VIDEODRIVER" in os.environ
-                or any(os.environ.get(name) for name in ("DISPLAY", "WAYLAND_DISPLAY")))
+        return (
+            sys.platform != "linux"
+            or "SDL_VIDEODRIVER" in os.environ
+            or any(os.environ.get(name) for name in ("DISPLAY", "WAYLAND_DISPLAY"))
+        )
 
     def show(self, frame: np.ndarray) -> None:
         pygame = self._pygame
@@ -216,14 +253,20 @@ class _HumanWindow:
         self._pygame.display.quit()
 
 
-def parallel_env(render_mode: str | None = None, max_cycles: int | None = None, **params: Any) -> TagParallelEnv:
+def parallel_env(
+    render_mode: str | None = None, max_cycles: int | None = None, **params: Any
+) -> TagParallelEnv:
     """One game of Tag as a PettingZoo ``ParallelEnv``."""
     return TagParallelEnv(render_mode=render_mode, max_cycles=max_cycles, **params)
 
 
-def raw_env(render_mode: str | None = None, max_cycles: int | None = None, **params: Any) -> parallel_to_aec_wrapper:
+def raw_env(
+    render_mode: str | None = None, max_cycles: int | None = None, **params: Any
+) -> parallel_to_aec_wrapper:
     """One game of Tag as an AEC env, without the order-enforcing wrapper."""
-    return parallel_to_aec_wrapper(parallel_env(render_mode=render_mode, max_cycles=max_cycles, **params))
+    return parallel_to_aec_wrapper(
+        parallel_env(render_mode=render_mode, max_cycles=max_cycles, **params)
+    )
 
 
 def env(render_mode: str | None = None, max_cycles: int | None = None, **params: Any):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numba
 import numpy as np
@@ -13,8 +13,18 @@ from gymnasium.vector import AutoresetMode
 from gpu_envs.kernels import autoreset
 
 _WIDE_UNSIGNED = frozenset({torch.uint16, torch.uint32, torch.uint64})
-_INTEGER_DTYPES = frozenset({torch.uint8, torch.uint16, torch.uint32, torch.uint64,
-                             torch.int8, torch.int16, torch.int32, torch.int64})
+_INTEGER_DTYPES = frozenset(
+    {
+        torch.uint8,
+        torch.uint16,
+        torch.uint32,
+        torch.uint64,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+    }
+)
 
 #: The kernels' integer code of each autoreset mode.
 AUTORESET_CODES = {
@@ -40,7 +50,9 @@ def is_int(value) -> bool:
 
 
 def _is_number(value) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )
 
 
 def as_tensor(value, name: str, kind: str) -> torch.Tensor:
@@ -51,8 +63,10 @@ def as_tensor(value, name: str, kind: str) -> torch.Tensor:
     """
     if isinstance(value, torch.Tensor):
         if value.device.type not in _DEVICE_TYPES or value.layout is not torch.strided:
-            raise ValueError(f"{name} must be a dense tensor on the CPU or a CUDA device, got a {value.layout} "
-                             f"tensor on {value.device}")
+            raise ValueError(
+                f"{name} must be a dense tensor on the CPU or a CUDA device, got a {value.layout} "
+                f"tensor on {value.device}"
+            )
         return value
     if value is None:
         raise TypeError(f"{name} must be {kind}, got None")
@@ -62,8 +76,9 @@ def as_tensor(value, name: str, kind: str) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(array))
 
 
-def check_action_layout(actions, shape: tuple[int, ...], device: torch.device,
-                        name: str = "actions") -> torch.Tensor:
+def check_action_layout(
+    actions, shape: tuple[int, ...], device: torch.device, name: str = "actions"
+) -> torch.Tensor:
     """Integer ``actions`` of ``shape`` as int64 on ``device``: dtype, shape and device checks only (cheap).
 
     The path for envs that leave the range to the kernel (``validate_actions=False``): a tensor of
@@ -72,9 +87,14 @@ def check_action_layout(actions, shape: tuple[int, ...], device: torch.device,
     return _to_int64(_integer_layout(actions, shape, name), device)
 
 
-def as_action_tensor(actions, shape: tuple[int, ...], device: torch.device,
-                     upper: int | Sequence[int] | torch.Tensor, name: str = "actions",
-                     check_range: bool = True) -> torch.Tensor:
+def as_action_tensor(
+    actions,
+    shape: tuple[int, ...],
+    device: torch.device,
+    upper: int | Sequence[int] | torch.Tensor,
+    name: str = "actions",
+    check_range: bool = True,
+) -> torch.Tensor:
     """Validate integer actions of ``shape`` in ``[0, upper]`` and return them as int64 on ``device``.
 
     ``upper`` bounds every entry, or per entry of the last axis when it is a sequence.
@@ -90,7 +110,11 @@ def as_action_tensor(actions, shape: tuple[int, ...], device: torch.device,
 def _integer_layout(actions, shape: tuple[int, ...], name: str) -> torch.Tensor:
     tensor = as_tensor(actions, name, "an integer array or tensor")
     if tensor.dtype not in _INTEGER_DTYPES:
-        detail = " (it contains NaN)" if tensor.is_floating_point() and bool(tensor.isnan().any()) else ""
+        detail = (
+            " (it contains NaN)"
+            if tensor.is_floating_point() and bool(tensor.isnan().any())
+            else ""
+        )
         raise TypeError(f"{name} must have an integer dtype, got {tensor.dtype}{detail}")
     if tensor.shape != shape:
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(tensor.shape)}")
@@ -103,14 +127,26 @@ def _to_int64(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     return tensor.to(device=device, dtype=torch.int64)
 
 
-def check_box_action_layout(actions, shape: tuple[int, ...], device: torch.device, name: str = "actions",
-                            dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def check_box_action_layout(
+    actions,
+    shape: tuple[int, ...],
+    device: torch.device,
+    name: str = "actions",
+    dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
     """Continuous ``actions`` of ``shape`` as ``dtype`` on ``device``: dtype, shape and device checks only."""
     return _float_layout(actions, shape, name).to(device=device, dtype=dtype)
 
 
-def as_box_action_tensor(actions, shape: tuple[int, ...], device: torch.device, low, high,
-                         name: str = "actions", dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def as_box_action_tensor(
+    actions,
+    shape: tuple[int, ...],
+    device: torch.device,
+    low,
+    high,
+    name: str = "actions",
+    dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
     """Validate continuous (Box) actions and return them as ``dtype`` on ``device``.
 
     ``actions`` must be a float array or tensor of ``shape`` whose entries are finite and within
@@ -124,8 +160,11 @@ def as_box_action_tensor(actions, shape: tuple[int, ...], device: torch.device, 
     if bool(outside.any()):
         where = tuple(int(v) for v in outside.nonzero()[0].tolist())
         value = float(tensor[where])
-        rule = "must be finite" if not math.isfinite(value) else \
-            f"is out of range: allowed [{_describe(low_t)}, {_describe(high_t)}]"
+        rule = (
+            "must be finite"
+            if not math.isfinite(value)
+            else f"is out of range: allowed [{_describe(low_t)}, {_describe(high_t)}]"
+        )
         raise ValueError(f"{name}{list(where)} = {value} {rule}")
     return tensor.to(device=device, dtype=dtype)
 
@@ -133,14 +172,18 @@ def as_box_action_tensor(actions, shape: tuple[int, ...], device: torch.device, 
 def _float_layout(actions, shape: tuple[int, ...], name: str) -> torch.Tensor:
     tensor = as_tensor(actions, name, "a float array or tensor")
     if not tensor.is_floating_point():
-        raise TypeError(f"{name} must have a floating dtype (continuous actions), got {tensor.dtype}")
+        raise TypeError(
+            f"{name} must have a floating dtype (continuous actions), got {tensor.dtype}"
+        )
     if tensor.shape != shape:
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(tensor.shape)}")
     return tensor
 
 
 def _check_range(tensor: torch.Tensor, upper, name: str) -> None:
-    if tensor.device.type == "cpu" or tensor.dtype in _WIDE_UNSIGNED:  # torch cannot compare those on CUDA
+    if (
+        tensor.device.type == "cpu" or tensor.dtype in _WIDE_UNSIGNED
+    ):  # torch cannot compare those on CUDA
         # One compiled, vectorised pass without temporaries; the failing entry is looked up only on error.
         bounds = np.asarray(upper, dtype=np.int64).reshape(-1)
         if _any_out_of_range(tensor.cpu().numpy().reshape(-1, bounds.size), bounds):
@@ -167,7 +210,9 @@ def raise_out_of_range(tensor: torch.Tensor, upper: torch.Tensor, name: str):
     values = tensor.detach().cpu().numpy()  # NumPy compares every integer dtype, uint64 included
     high = upper.detach().cpu().numpy() if isinstance(upper, torch.Tensor) else np.asarray(upper)
     where = tuple(int(v) for v in np.argwhere((values < 0) | (values > high))[0])
-    raise ValueError(f"{name}{list(where)} = {int(values[where])} is out of range: allowed 0..{_describe(upper)}")
+    raise ValueError(
+        f"{name}{list(where)} = {int(values[where])} is out of range: allowed 0..{_describe(upper)}"
+    )
 
 
 def _describe(upper) -> str:
@@ -216,8 +261,10 @@ def check_max_episode_steps(value, name: str = "max_episode_steps") -> int:
     if value is None:
         return 0
     if not is_int(value) or not 0 <= value <= MAX_EPISODE_STEPS:
-        raise ValueError(f"{name} must be an int in [0, {MAX_EPISODE_STEPS}] (0 or None: never truncate; "
-                         f"the step counter is int32), got {value!r}")
+        raise ValueError(
+            f"{name} must be an int in [0, {MAX_EPISODE_STEPS}] (0 or None: never truncate; "
+            f"the step counter is int32), got {value!r}"
+        )
     return int(value)
 
 
@@ -228,10 +275,16 @@ def check_reset_bounds(low, high) -> tuple[float, float]:
     (2**60: beyond it one step's squared angular velocity overflows float32; NaN and inf are refused).
     """
     for key, value in (("low", low), ("high", high)):
-        if not (_is_number(value) and -RESET_BOUND_LIMIT <= value <= RESET_BOUND_LIMIT):  # NaN fails too
-            raise ValueError(f"options['{key}'] must be a finite number in [-2**60, 2**60], got {value!r}")
+        if not (
+            _is_number(value) and -RESET_BOUND_LIMIT <= value <= RESET_BOUND_LIMIT
+        ):  # NaN fails too
+            raise ValueError(
+                f"options['{key}'] must be a finite number in [-2**60, 2**60], got {value!r}"
+            )
     if low > high:
-        raise ValueError(f"options['low'] must be <= options['high'], got low={low!r}, high={high!r}")
+        raise ValueError(
+            f"options['low'] must be <= options['high'], got low={low!r}, high={high!r}"
+        )
     return float(low), float(high)
 
 
@@ -244,13 +297,17 @@ def per_env_seeds(seed, num_envs: int, device: torch.device, noun: str = "env") 
     if isinstance(seed, (list, tuple, np.ndarray, torch.Tensor)):
         values = seed.tolist() if hasattr(seed, "tolist") else list(seed)
         if len(values) != num_envs or not all(is_int(s) and 0 <= s <= MAX_SEED for s in values):
-            raise ValueError(f"seed sequence must hold {num_envs} ints in [0, 2**63 - 1] (one per {noun}), "
-                             f"got {seed!r}")
+            raise ValueError(
+                f"seed sequence must hold {num_envs} ints in [0, 2**63 - 1] (one per {noun}), "
+                f"got {seed!r}"
+            )
         return torch.tensor(values, dtype=torch.int64, device=device)
     if is_int(seed) and 0 <= seed <= MAX_SEED - (num_envs - 1):
         return int(seed) + torch.arange(num_envs, dtype=torch.int64, device=device)
-    raise ValueError(f"seed must be an int in [0, 2**63 - {num_envs}] ({noun} i gets seed + i, an int64), "
-                     f"a sequence of {num_envs} ints or None, got {seed!r}")
+    raise ValueError(
+        f"seed must be an int in [0, 2**63 - {num_envs}] ({noun} i gets seed + i, an int64), "
+        f"a sequence of {num_envs} ints or None, got {seed!r}"
+    )
 
 
 def check_all_reset(needs_reset: torch.Tensor, noun: str) -> None:

@@ -25,7 +25,9 @@ __all__ = ["NormalizeObservation", "NormalizeReward", "RecordEpisodeStatistics",
 
 
 def _autoreset_mode(env: VectorEnv) -> AutoresetMode:
-    return getattr(env, "autoreset_mode", env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP))
+    return getattr(
+        env, "autoreset_mode", env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+    )
 
 
 def _reset_mask(options: dict[str, Any] | None, device: torch.device) -> torch.Tensor | None:
@@ -54,7 +56,11 @@ class RunningMeanStd:
     def update(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> None:
         """Merge the rows of ``x`` (``[B, *shape]``), or only those where ``mask`` ([B] bool) is True."""
         x = x.to(torch.float64)
-        weight = torch.ones(x.shape[0], dtype=torch.float64, device=x.device) if mask is None else mask.to(x.dtype)
+        weight = (
+            torch.ones(x.shape[0], dtype=torch.float64, device=x.device)
+            if mask is None
+            else mask.to(x.dtype)
+        )
         batch_count = weight.sum()
         weight = weight.reshape(-1, *([1] * (x.dim() - 1)))
         batch_mean = (x * weight).sum(0) / batch_count.clamp(min=1.0)
@@ -62,7 +68,11 @@ class RunningMeanStd:
         delta = batch_mean - self.mean
         total = self.count + batch_count
         self.mean = self.mean + delta * batch_count / total
-        self.var = (self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / total) / total
+        self.var = (
+            self.var * self.count
+            + batch_var * batch_count
+            + delta**2 * self.count * batch_count / total
+        ) / total
         self.count = total
 
 
@@ -135,7 +145,9 @@ class NormalizeObservation(VectorWrapper):
         super().__init__(env)
         self.epsilon = epsilon
         self.update_running_mean = True
-        self.single_observation_space = Box(-np.inf, np.inf, env.single_observation_space.shape, dtype=np.float32)
+        self.single_observation_space = Box(
+            -np.inf, np.inf, env.single_observation_space.shape, dtype=np.float32
+        )
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.obs_rms = RunningMeanStd(self.single_observation_space.shape, env.unwrapped.device)
 
@@ -155,7 +167,9 @@ class NormalizeObservation(VectorWrapper):
         return self._scale(obs)
 
     def _scale(self, obs: torch.Tensor) -> torch.Tensor:
-        return ((obs - self.obs_rms.mean) / torch.sqrt(self.obs_rms.var + self.epsilon)).to(torch.float32)
+        return ((obs - self.obs_rms.mean) / torch.sqrt(self.obs_rms.var + self.epsilon)).to(
+            torch.float32
+        )
 
 
 class NormalizeReward(VectorWrapper):
@@ -192,9 +206,14 @@ class NormalizeReward(VectorWrapper):
 
     def step(self, actions):
         obs, rewards, terminated, truncated, info = self.env.step(actions)
-        stepped = (torch.ones_like(self._prev_done) if self.autoreset_mode == AutoresetMode.SAME_STEP
-                   else ~self._prev_done)
-        discounted = self.accumulated_reward * self.gamma * (~terminated) + rewards.to(torch.float64)
+        stepped = (
+            torch.ones_like(self._prev_done)
+            if self.autoreset_mode == AutoresetMode.SAME_STEP
+            else ~self._prev_done
+        )
+        discounted = self.accumulated_reward * self.gamma * (~terminated) + rewards.to(
+            torch.float64
+        )
         self.accumulated_reward = torch.where(stepped, discounted, self.accumulated_reward)
         if self.update_running_mean:
             self.return_rms.update(self.accumulated_reward, stepped)

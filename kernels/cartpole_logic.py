@@ -23,10 +23,19 @@ from gpu_envs.kernels.autoreset import NEXT_STEP, SAME_STEP
 from gpu_envs.kernels.rng import uniform01
 from gpu_envs.kernels.targets import cast_like, kernel_function
 
-
 # Layout of the ``consts`` array.
-GRAVITY, MASSPOLE, TOTAL_MASS, LENGTH, POLEMASS_LENGTH, FORCE_MAG, TAU, X_THRESHOLD, \
-    THETA_THRESHOLD, FOUR_THIRDS = range(10)
+(
+    GRAVITY,
+    MASSPOLE,
+    TOTAL_MASS,
+    LENGTH,
+    POLEMASS_LENGTH,
+    FORCE_MAG,
+    TAU,
+    X_THRESHOLD,
+    THETA_THRESHOLD,
+    FOUR_THIRDS,
+) = range(10)
 NUM_CONSTS = 10
 
 
@@ -62,7 +71,9 @@ def reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds):
 @kernel_function
 def pole_cos_sin(theta):
     """cos and sin of the pole angle in its dtype, computed in float64 like gymnasium's math.cos/sin."""
-    return cast_like(math.cos(np.float64(theta)), theta), cast_like(math.sin(np.float64(theta)), theta)
+    return cast_like(math.cos(np.float64(theta)), theta), cast_like(
+        math.sin(np.float64(theta)), theta
+    )
 
 
 @kernel_function
@@ -73,7 +84,9 @@ def physics(x, x_dot, theta, theta_dot, action, costheta, sintheta, consts):
     else:
         force = -consts[FORCE_MAG]
     # Same association as gymnasium (squares first, left to right): needed for bit-exactness.
-    temp = (force + consts[POLEMASS_LENGTH] * (theta_dot * theta_dot) * sintheta) / consts[TOTAL_MASS]
+    temp = (force + consts[POLEMASS_LENGTH] * (theta_dot * theta_dot) * sintheta) / consts[
+        TOTAL_MASS
+    ]
     thetaacc = (consts[GRAVITY] * sintheta - costheta * temp) / (
         consts[LENGTH]
         * (consts[FOUR_THIRDS] - consts[MASSPOLE] * (costheta * costheta) / consts[TOTAL_MASS])
@@ -83,8 +96,12 @@ def physics(x, x_dot, theta, theta_dot, action, costheta, sintheta, consts):
     x_dot = x_dot + consts[TAU] * xacc
     theta = theta + consts[TAU] * theta_dot
     theta_dot = theta_dot + consts[TAU] * thetaacc
-    is_terminal = ((x < -consts[X_THRESHOLD]) | (x > consts[X_THRESHOLD])
-                   | (theta < -consts[THETA_THRESHOLD]) | (theta > consts[THETA_THRESHOLD]))
+    is_terminal = (
+        (x < -consts[X_THRESHOLD])
+        | (x > consts[X_THRESHOLD])
+        | (theta < -consts[THETA_THRESHOLD])
+        | (theta > consts[THETA_THRESHOLD])
+    )
     return x, x_dot, theta, theta_dot, is_terminal
 
 
@@ -97,8 +114,17 @@ def write_obs(i, state, obs):
 
 @kernel_function
 def record_step(
-    i, is_terminal, elapsed, needs_reset, max_episode_steps, sutton_barto_reward, autoreset_mode,
-    rewards, terminated, truncated, has_final_obs,
+    i,
+    is_terminal,
+    elapsed,
+    needs_reset,
+    max_episode_steps,
+    sutton_barto_reward,
+    autoreset_mode,
+    rewards,
+    terminated,
+    truncated,
+    has_final_obs,
 ):
     """Counter, reward and flags of env ``i`` after its physics, without a branch on the env's data.
 
@@ -125,8 +151,19 @@ def record_step(
 
 @kernel_function
 def complete_autoreset(
-    i, state, elapsed, needs_reset, episode, env_seed, reset_bounds, autoreset_mode,
-    obs, terminated, truncated, final_obs, has_final_obs,
+    i,
+    state,
+    elapsed,
+    needs_reset,
+    episode,
+    env_seed,
+    reset_bounds,
+    autoreset_mode,
+    obs,
+    terminated,
+    truncated,
+    final_obs,
+    has_final_obs,
 ):
     """The resets of env ``i``'s step, after :func:`record_step` and ``write_obs`` (rare, branching).
 
@@ -137,17 +174,35 @@ def complete_autoreset(
         if needs_reset[i] and not (terminated[i] or truncated[i]):
             reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
             write_obs(i, state, obs)
-    elif autoreset_mode == SAME_STEP:
-        if has_final_obs[i]:
-            write_obs(i, state, final_obs)
-            reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
-            write_obs(i, state, obs)
+    elif autoreset_mode == SAME_STEP and has_final_obs[i]:
+        write_obs(i, state, final_obs)
+        reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
+        write_obs(i, state, obs)
 
 
 @kernel_function
-def step_envs(start, stop, trig, state, elapsed, needs_reset, episode, env_seed,
-              obs, rewards, terminated, truncated, final_obs, has_final_obs,
-              actions, consts, reset_bounds, max_episode_steps, sutton_barto_reward, autoreset_mode):
+def step_envs(
+    start,
+    stop,
+    trig,
+    state,
+    elapsed,
+    needs_reset,
+    episode,
+    env_seed,
+    obs,
+    rewards,
+    terminated,
+    truncated,
+    final_obs,
+    has_final_obs,
+    actions,
+    consts,
+    reset_bounds,
+    max_episode_steps,
+    sutton_barto_reward,
+    autoreset_mode,
+):
     """Advance envs ``start..stop-1`` by one step under ``autoreset_mode`` and write their outputs.
 
     Five passes over the block (a CUDA thread's block is its one env): the cos/sin of every pole
@@ -159,8 +214,18 @@ def step_envs(start, stop, trig, state, elapsed, needs_reset, episode, env_seed,
     for i in range(start, stop):
         trig[0, i], trig[1, i] = pole_cos_sin(state[2, i])
     # The constants as values, so that they stay in registers across the vectorised loop.
-    values = (consts[0], consts[1], consts[2], consts[3], consts[4], consts[5], consts[6], consts[7],
-              consts[8], consts[9])
+    values = (
+        consts[0],
+        consts[1],
+        consts[2],
+        consts[3],
+        consts[4],
+        consts[5],
+        consts[6],
+        consts[7],
+        consts[8],
+        consts[9],
+    )
     # One 1-D view per component over the block, indexed from 0: the compiler then proves the
     # indices non-negative and the views disjoint, and vectorises the loop.
     x, x_dot = state[0, start:stop], state[1, start:stop]
@@ -170,26 +235,77 @@ def step_envs(start, stop, trig, state, elapsed, needs_reset, episode, env_seed,
     for j in range(stop - start):
         # Envs about to be reset (NEXT_STEP) are advanced too: branch-free, and the reset overwrites them.
         x[j], x_dot[j], theta[j], theta_dot[j], is_terminal[j] = physics(
-            x[j], x_dot[j], theta[j], theta_dot[j], block_actions[j], costheta[j], sintheta[j], values)
+            x[j],
+            x_dot[j],
+            theta[j],
+            theta_dot[j],
+            block_actions[j],
+            costheta[j],
+            sintheta[j],
+            values,
+        )
     block_elapsed, block_needs_reset = elapsed[start:stop], needs_reset[start:stop]
     block_rewards, block_truncated = rewards[start:stop], truncated[start:stop]
     block_has_final_obs = has_final_obs[start:stop]
     for j in range(stop - start):
-        record_step(j, is_terminal[j], block_elapsed, block_needs_reset, max_episode_steps,
-                    sutton_barto_reward, autoreset_mode, block_rewards, is_terminal, block_truncated,
-                    block_has_final_obs)
+        record_step(
+            j,
+            is_terminal[j],
+            block_elapsed,
+            block_needs_reset,
+            max_episode_steps,
+            sutton_barto_reward,
+            autoreset_mode,
+            block_rewards,
+            is_terminal,
+            block_truncated,
+            block_has_final_obs,
+        )
     block_state, block_obs = state[:, start:stop], obs[start:stop]
     for j in range(stop - start):
         write_obs(j, block_state, block_obs)
     for i in range(start, stop):
-        complete_autoreset(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds, autoreset_mode,
-                           obs, terminated, truncated, final_obs, has_final_obs)
+        complete_autoreset(
+            i,
+            state,
+            elapsed,
+            needs_reset,
+            episode,
+            env_seed,
+            reset_bounds,
+            autoreset_mode,
+            obs,
+            terminated,
+            truncated,
+            final_obs,
+            has_final_obs,
+        )
 
 
 @kernel_function
-def reset_envs(start, stop, mask, trig, state, elapsed, needs_reset, episode, env_seed,
-               obs, rewards, terminated, truncated, final_obs, has_final_obs,
-               actions, consts, reset_bounds, max_episode_steps, sutton_barto_reward, autoreset_mode):
+def reset_envs(
+    start,
+    stop,
+    mask,
+    trig,
+    state,
+    elapsed,
+    needs_reset,
+    episode,
+    env_seed,
+    obs,
+    rewards,
+    terminated,
+    truncated,
+    final_obs,
+    has_final_obs,
+    actions,
+    consts,
+    reset_bounds,
+    max_episode_steps,
+    sutton_barto_reward,
+    autoreset_mode,
+):
     """Start the next episode of the envs ``i`` in ``start..stop-1`` where ``mask[i]``."""
     for i in range(start, stop):
         if mask[i]:

@@ -16,8 +16,8 @@ import hashlib
 import inspect
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numba
 
@@ -40,7 +40,10 @@ def source_digest(logic_function: Callable) -> str:
     drivers' names carry this digest: editing a game's logic then compiles afresh.
     """
     digest = hashlib.sha1()
-    files = {inspect.getsourcefile(logic_function), *glob.glob(os.path.join(os.path.dirname(__file__), "*.py"))}
+    files = {
+        inspect.getsourcefile(logic_function),
+        *glob.glob(os.path.join(os.path.dirname(__file__), "*.py")),
+    }
     for path in sorted(files):
         with open(path, "rb") as source:
             digest.update(source.read())
@@ -99,7 +102,9 @@ def use_fork_safe_threads() -> None:
 
 
 @functools.cache
-def make_driver(game: str, step_envs, reset_envs, block_size: int, parallel_min_envs: int) -> CPUDriver:
+def make_driver(
+    game: str, step_envs, reset_envs, block_size: int, parallel_min_envs: int
+) -> CPUDriver:
     """The CPU driver of ``game``: a parallel loop from ``parallel_min_envs`` envs on, else serial.
 
     ``block_size`` envs form one call of ``step_envs`` (a block's arrays stay in cache across the

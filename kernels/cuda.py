@@ -14,8 +14,8 @@ Kernels are cached on disk (``cache=True``) like the CPU loops. Arguments are de
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from numba import cuda
 
@@ -73,7 +73,11 @@ class CUDADriver:
 
     def _launch_config(self, num_envs: int, num_agents: int, stream) -> tuple:
         if self.shape == "thread":
-            return ((num_envs + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK, THREADS_PER_BLOCK, stream)
+            return (
+                (num_envs + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK,
+                THREADS_PER_BLOCK,
+                stream,
+            )
         threads = min(MAX_THREADS_PER_AGENT_BLOCK, 32 * ((num_agents + 31) // 32))
         return (num_envs, threads, stream, self.shared_bytes(num_agents))
 
@@ -95,13 +99,23 @@ class CUDADriver:
 
 
 @functools.cache
-def make_driver(game: str, step_envs, reset_envs, shape: str = "thread", shared_slots: int = 0) -> CUDADriver:
+def make_driver(
+    game: str, step_envs, reset_envs, shape: str = "thread", shared_slots: int = 0
+) -> CUDADriver:
     """The CUDA driver of ``game`` (``shape``: ``"thread"`` or ``"block"``; ``shared_slots``: the
     number of ``env_rows`` slots the logic uses per env in a ``"block"`` launch)."""
     if shape not in ("thread", "block"):
         raise ValueError(f"shape must be 'thread' or 'block', got {shape!r}")
     cuda_targets.register()
     make = _thread_kernels if shape == "thread" else _block_kernels
-    step_function, reset_function = make(f"{game}_{source_digest(step_envs)}", step_envs, reset_envs)
-    return CUDADriver(step_function, reset_function, cuda.jit(cache=True)(step_function),
-                      cuda.jit(cache=True)(reset_function), shape, shared_slots)
+    step_function, reset_function = make(
+        f"{game}_{source_digest(step_envs)}", step_envs, reset_envs
+    )
+    return CUDADriver(
+        step_function,
+        reset_function,
+        cuda.jit(cache=True)(step_function),
+        cuda.jit(cache=True)(reset_function),
+        shape,
+        shared_slots,
+    )

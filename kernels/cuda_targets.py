@@ -52,13 +52,15 @@ def _barrier():
 def _env_rows(row, slot):
     dtype = row.dtype
     # Each slot holds 4 bytes per agent: one element of a 4-byte dtype, the first of four of a bool.
-    elements_per_agent = SHARED_BYTES_PER_AGENT_SLOT // (1 if isinstance(dtype, types.Boolean) else 4)
+    elements_per_agent = SHARED_BYTES_PER_AGENT_SLOT // (
+        1 if isinstance(dtype, types.Boolean) else 4
+    )
 
     def impl(row, slot):
         n = row.shape[0]
         shared = cuda.shared.array(0, dtype=dtype)
         offset = slot * n * elements_per_agent
-        rows = shared[offset:offset + n]
+        rows = shared[offset : offset + n]
         for a in range(cuda.threadIdx.x, n, cuda.blockDim.x):
             rows[a] = row[a]
         return rows

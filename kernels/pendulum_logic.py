@@ -15,6 +15,7 @@ already in the state dtype. The angle is not wrapped in the state; only the cost
 import math
 
 import numpy as np
+
 from gpu_envs.kernels.autoreset import NEXT_STEP, SAME_STEP
 from gpu_envs.kernels.rng import uniform01
 from gpu_envs.kernels.targets import cast_like, fmod64, kernel_function
@@ -72,9 +73,14 @@ def physics(theta, theta_dot, torque, consts):
     elif u > _MAX_TORQUE:
         u = _MAX_TORQUE
     angle = normalized_angle(theta, consts[PI], consts[TWO_PI])
-    cost = (angle * angle + consts[SPEED_COST] * (theta_dot * theta_dot)) + cast_like(_TORQUE_COST * (u * u), theta)
+    cost = (angle * angle + consts[SPEED_COST] * (theta_dot * theta_dot)) + cast_like(
+        _TORQUE_COST * (u * u), theta
+    )
     sin_theta = cast_like(math.sin(np.float64(theta)), theta)
-    theta_dot = theta_dot + (consts[GRAVITY_TERM] * sin_theta + cast_like(_TORQUE_GAIN * u, theta)) * consts[DT]
+    theta_dot = (
+        theta_dot
+        + (consts[GRAVITY_TERM] * sin_theta + cast_like(_TORQUE_GAIN * u, theta)) * consts[DT]
+    )
     if theta_dot < -consts[MAX_SPEED]:
         theta_dot = -consts[MAX_SPEED]
     elif theta_dot > consts[MAX_SPEED]:
@@ -93,8 +99,18 @@ def write_obs(i, state, obs):
 
 
 @kernel_function
-def record_step(i, cost, elapsed, needs_reset, max_episode_steps, autoreset_mode,
-                rewards, terminated, truncated, has_final_obs):
+def record_step(
+    i,
+    cost,
+    elapsed,
+    needs_reset,
+    max_episode_steps,
+    autoreset_mode,
+    rewards,
+    terminated,
+    truncated,
+    has_final_obs,
+):
     """Counter, reward and flags of env ``i`` after its physics (the pendulum never terminates).
 
     An env that NEXT_STEP mode resets on this step (it finished on the previous one) gets reward 0
@@ -114,8 +130,20 @@ def record_step(i, cost, elapsed, needs_reset, max_episode_steps, autoreset_mode
 
 
 @kernel_function
-def complete_autoreset(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds, autoreset_mode,
-                       obs, truncated, final_obs, has_final_obs):
+def complete_autoreset(
+    i,
+    state,
+    elapsed,
+    needs_reset,
+    episode,
+    env_seed,
+    reset_bounds,
+    autoreset_mode,
+    obs,
+    truncated,
+    final_obs,
+    has_final_obs,
+):
     """The resets of env ``i``'s step, after :func:`record_step` and :func:`write_obs` (rare).
 
     NEXT_STEP: the env still marked ``needs_reset`` but not truncated now is the one resetting.
@@ -132,9 +160,26 @@ def complete_autoreset(i, state, elapsed, needs_reset, episode, env_seed, reset_
 
 
 @kernel_function
-def step_envs(start, stop, state, elapsed, needs_reset, episode, env_seed,
-              obs, rewards, terminated, truncated, final_obs, has_final_obs,
-              actions, consts, reset_bounds, max_episode_steps, autoreset_mode):
+def step_envs(
+    start,
+    stop,
+    state,
+    elapsed,
+    needs_reset,
+    episode,
+    env_seed,
+    obs,
+    rewards,
+    terminated,
+    truncated,
+    final_obs,
+    has_final_obs,
+    actions,
+    consts,
+    reset_bounds,
+    max_episode_steps,
+    autoreset_mode,
+):
     """Advance envs ``start..stop-1`` by one step under ``autoreset_mode`` and write their outputs.
 
     Envs about to be reset (NEXT_STEP) are advanced too (no branch on the env's data); the reset
@@ -142,17 +187,57 @@ def step_envs(start, stop, state, elapsed, needs_reset, episode, env_seed,
     """
     for i in range(start, stop):
         state[0, i], state[1, i], cost = physics(state[0, i], state[1, i], actions[i, 0], consts)
-        record_step(i, cost, elapsed, needs_reset, max_episode_steps, autoreset_mode,
-                    rewards, terminated, truncated, has_final_obs)
+        record_step(
+            i,
+            cost,
+            elapsed,
+            needs_reset,
+            max_episode_steps,
+            autoreset_mode,
+            rewards,
+            terminated,
+            truncated,
+            has_final_obs,
+        )
         write_obs(i, state, obs)
-        complete_autoreset(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds, autoreset_mode,
-                           obs, truncated, final_obs, has_final_obs)
+        complete_autoreset(
+            i,
+            state,
+            elapsed,
+            needs_reset,
+            episode,
+            env_seed,
+            reset_bounds,
+            autoreset_mode,
+            obs,
+            truncated,
+            final_obs,
+            has_final_obs,
+        )
 
 
 @kernel_function
-def reset_envs(start, stop, mask, state, elapsed, needs_reset, episode, env_seed,
-               obs, rewards, terminated, truncated, final_obs, has_final_obs,
-               actions, consts, reset_bounds, max_episode_steps, autoreset_mode):
+def reset_envs(
+    start,
+    stop,
+    mask,
+    state,
+    elapsed,
+    needs_reset,
+    episode,
+    env_seed,
+    obs,
+    rewards,
+    terminated,
+    truncated,
+    final_obs,
+    has_final_obs,
+    actions,
+    consts,
+    reset_bounds,
+    max_episode_steps,
+    autoreset_mode,
+):
     """Start the next episode of the envs ``i`` in ``start..stop-1`` where ``mask[i]``."""
     for i in range(start, stop):
         if mask[i]:

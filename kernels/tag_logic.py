@@ -30,17 +30,40 @@ import numpy as np
 
 from gpu_envs.kernels.autoreset import NEXT_STEP, SAME_STEP
 from gpu_envs.kernels.rng import uniform01
-from gpu_envs.kernels.targets import (agent_start, agent_stride, atomic_add, barrier, env_rows, fmod64,
-                                      kernel_function, store_env_rows)
+from gpu_envs.kernels.targets import (
+    agent_start,
+    agent_stride,
+    atomic_add,
+    barrier,
+    env_rows,
+    fmod64,
+    kernel_function,
+    store_env_rows,
+)
 
 # Layout of the float32 constants ``float_consts``.
-(GRID_LENGTH, CAP_TAGGER, CAP_RUNNER, MAX_SPEED, EDGE_PENALTY, TAGGER_STEP, RUNNER_STEP,
- TAG_REWARD, TAG_PENALTY, END_REWARD, TAG_MARGIN, POS_NORM, SPEED_NORM, TWO_PI) = range(14)
+(
+    GRID_LENGTH,
+    CAP_TAGGER,
+    CAP_RUNNER,
+    MAX_SPEED,
+    EDGE_PENALTY,
+    TAGGER_STEP,
+    RUNNER_STEP,
+    TAG_REWARD,
+    TAG_PENALTY,
+    END_REWARD,
+    TAG_MARGIN,
+    POS_NORM,
+    SPEED_NORM,
+    TWO_PI,
+) = range(14)
 NUM_FLOAT_CONSTS = 14
 
 # Layout of the int64 constants ``int_consts``.
-(NUM_TAGGERS, NUM_AGENTS, EPISODE_LENGTH, NUM_OBSERVED, FULL_OBS, RUNNER_EXITS,
- OBSERVE_SELF) = range(7)
+(NUM_TAGGERS, NUM_AGENTS, EPISODE_LENGTH, NUM_OBSERVED, FULL_OBS, RUNNER_EXITS, OBSERVE_SELF) = (
+    range(7)
+)
 NUM_INT_CONSTS = 7
 
 #: Features per observed agent (the seven blocks) and per own-state block (observe_self).
@@ -80,8 +103,9 @@ def action_levels(low: float, high: float, levels: int) -> np.ndarray:
     return table
 
 
-def observation_size(num_agents: int, use_full_observation: bool, num_other_agents_observed: int,
-                     observe_self: bool) -> int:
+def observation_size(
+    num_agents: int, use_full_observation: bool, num_other_agents_observed: int, observe_self: bool
+) -> int:
     """Length of one agent's observation: 7 blocks over the others, t/T, and the own-state block."""
     columns = num_agents - 1 if use_full_observation else num_other_agents_observed
     return OTHER_FEATURES * columns + 1 + (SELF_FEATURES if observe_self else 0)
@@ -126,7 +150,9 @@ def uniform_below(seed, episode, index, upper):
 
 
 @kernel_function
-def reset_agent(a, seed, episode, x, y, heading, speed, acc, active, start, start_given, float_consts):
+def reset_agent(
+    a, seed, episode, x, y, heading, speed, acc, active, start, start_given, float_consts
+):
     """Agent ``a``'s start state: drawn from (seed, episode), or ``start[:, a]`` where given.
 
     Draws: x, y uniform in [0, L), heading from {0, pi/2, pi, 3pi/2}; speed and acceleration 0,
@@ -164,8 +190,21 @@ def wrap_heading(value, two_pi):
 
 
 @kernel_function
-def move_agent(a, x, y, heading, speed, acc, active, acc_index, turn_index, acc_table, turn_table,
-               float_consts, int_consts):
+def move_agent(
+    a,
+    x,
+    y,
+    heading,
+    speed,
+    acc,
+    active,
+    acc_index,
+    turn_index,
+    acc_table,
+    turn_table,
+    float_consts,
+    int_consts,
+):
     """Phase 1 for agent ``a``: returns ``(base_reward, bad_index)``.
 
     ``base_reward`` is the edge penalty (if it hit a wall) plus its step term, 0 out of the game.
@@ -339,12 +378,23 @@ def select_neighbours(i, x, y, active, knn_idx, knn_d2, float_consts, int_consts
     if int_consts[FULL_OBS] != 0 or not active[i]:
         return 0
     length = float_consts[GRID_LENGTH]
-    return nearest_in_game(i, x, y, active, int_consts[NUM_AGENTS], int_consts[NUM_OBSERVED], length * length,
-                           knn_idx, knn_d2)
+    return nearest_in_game(
+        i,
+        x,
+        y,
+        active,
+        int_consts[NUM_AGENTS],
+        int_consts[NUM_OBSERVED],
+        length * length,
+        knn_idx,
+        knn_d2,
+    )
 
 
 @kernel_function
-def observe_agent(i, x, y, heading, speed, acc, active, t, obs_row, found, knn_idx, float_consts, int_consts):
+def observe_agent(
+    i, x, y, heading, speed, acc, active, t, obs_row, found, knn_idx, float_consts, int_consts
+):
     """Phase 2: write agent ``i``'s observation at time ``t`` into ``obs_row`` (see SPEC-tag.md).
 
     Layout: seven blocks of one value per observed column (block b of column c at
@@ -448,27 +498,68 @@ def finalize_reward(a, rewards, tag_count, active, at_end, float_consts, int_con
 # float_consts, int_consts, autoreset_mode. A worker (the CPU thread of an env, or a CUDA thread) handles the agents
 # ``agent_start(), agent_start() + agent_stride(), ...``; ``barrier`` separates the phases.
 
+
 @kernel_function(inline=False)
-def _observe_all(e, t, x, y, heading, speed, acc, active, obs, knn_idx, knn_d2, float_consts, int_consts):
+def _observe_all(
+    e, t, x, y, heading, speed, acc, active, obs, knn_idx, knn_d2, float_consts, int_consts
+):
     """Every agent's observation of env ``e`` at time ``t`` (each worker its own kNN scratch row)."""
     slot = min(agent_start(), knn_idx.shape[1] - 1)
     for a in range(agent_start(), int_consts[NUM_AGENTS], agent_stride()):
-        found = select_neighbours(a, x, y, active, knn_idx[e, slot], knn_d2[e, slot], float_consts, int_consts)
-        observe_agent(a, x, y, heading, speed, acc, active, t, obs[e, a], found, knn_idx[e, slot],
-                      float_consts, int_consts)
+        found = select_neighbours(
+            a, x, y, active, knn_idx[e, slot], knn_d2[e, slot], float_consts, int_consts
+        )
+        observe_agent(
+            a,
+            x,
+            y,
+            heading,
+            speed,
+            acc,
+            active,
+            t,
+            obs[e, a],
+            found,
+            knn_idx[e, slot],
+            float_consts,
+            int_consts,
+        )
 
 
 @kernel_function(inline=False)
-def _reset_game(e, x, y, heading, speed, acc, active, t, needs_reset, episode, env_seed, obs,
-                tag_count, knn_idx, knn_d2, start_state, start_given, float_consts, int_consts):
+def _reset_game(
+    e,
+    x,
+    y,
+    heading,
+    speed,
+    acc,
+    active,
+    t,
+    needs_reset,
+    episode,
+    env_seed,
+    obs,
+    tag_count,
+    knn_idx,
+    knn_d2,
+    start_state,
+    start_given,
+    float_consts,
+    int_consts,
+):
     """Start env ``e``'s next episode: agents drawn from (seed, episode), observations at t = 0."""
     seed = env_seed[e]
     ep = episode[e]
     for a in range(agent_start(), int_consts[NUM_AGENTS], agent_stride()):
-        reset_agent(a, seed, ep, x, y, heading, speed, acc, active, start_state, start_given, float_consts)
+        reset_agent(
+            a, seed, ep, x, y, heading, speed, acc, active, start_state, start_given, float_consts
+        )
         tag_count[e, a] = 0
     barrier()
-    _observe_all(e, 0, x, y, heading, speed, acc, active, obs, knn_idx, knn_d2, float_consts, int_consts)
+    _observe_all(
+        e, 0, x, y, heading, speed, acc, active, obs, knn_idx, knn_d2, float_consts, int_consts
+    )
     if agent_start() == 0:
         episode[e] = ep + np.uint64(1)
         t[e] = 0
@@ -476,10 +567,35 @@ def _reset_game(e, x, y, heading, speed, acc, active, t, needs_reset, episode, e
 
 
 @kernel_function(inline=False)
-def _advance_game(e, x, y, heading, speed, acc, active, t, needs_reset, obs,
-                  rewards, terminated, truncated, final_obs, final_active, has_final_obs, tag_count,
-                  action_error, knn_idx, knn_d2, runners_left,
-                  actions, acc_table, turn_table, float_consts, int_consts, autoreset_mode):
+def _advance_game(
+    e,
+    x,
+    y,
+    heading,
+    speed,
+    acc,
+    active,
+    t,
+    needs_reset,
+    obs,
+    rewards,
+    terminated,
+    truncated,
+    final_obs,
+    final_active,
+    has_final_obs,
+    tag_count,
+    action_error,
+    knn_idx,
+    knn_d2,
+    runners_left,
+    actions,
+    acc_table,
+    turn_table,
+    float_consts,
+    int_consts,
+    autoreset_mode,
+):
     """The four phases of env ``e``'s step and its end of game; returns whether the game ended
     (the same for every worker of the env)."""
     n = int_consts[NUM_AGENTS]
@@ -487,8 +603,21 @@ def _advance_game(e, x, y, heading, speed, acc, active, t, needs_reset, obs,
     stride = agent_stride()
     t_new = t[e] + 1
     for a in range(first, n, stride):
-        reward, bad = move_agent(a, x, y, heading, speed, acc, active, actions[e, a, 0], actions[e, a, 1],
-                                 acc_table, turn_table, float_consts, int_consts)
+        reward, bad = move_agent(
+            a,
+            x,
+            y,
+            heading,
+            speed,
+            acc,
+            active,
+            actions[e, a, 0],
+            actions[e, a, 1],
+            acc_table,
+            turn_table,
+            float_consts,
+            int_consts,
+        )
         rewards[e, a] = reward
         tag_count[e, a] = 0
         if bad:
@@ -496,14 +625,18 @@ def _advance_game(e, x, y, heading, speed, acc, active, t, needs_reset, obs,
     if first == 0:
         runners_left[e] = 0
     barrier()
-    _observe_all(e, t_new, x, y, heading, speed, acc, active, obs, knn_idx, knn_d2, float_consts, int_consts)
+    _observe_all(
+        e, t_new, x, y, heading, speed, acc, active, obs, knn_idx, knn_d2, float_consts, int_consts
+    )
     barrier()
     for r in range(int_consts[NUM_TAGGERS] + first, n, stride):
         if active[r]:
             tagger = tagger_in_reach(r, x, y, float_consts, int_consts)
             if tagger >= 0:
                 atomic_add(tag_count[e], tagger, 1)
-                tag_runner(r, speed, acc, active, rewards[e], tag_count[e], float_consts, int_consts)
+                tag_runner(
+                    r, speed, acc, active, rewards[e], tag_count[e], float_consts, int_consts
+                )
             if active[r]:
                 atomic_add(runners_left, e, 1)
     barrier()
@@ -526,10 +659,40 @@ def _advance_game(e, x, y, heading, speed, acc, active, t, needs_reset, obs,
 
 
 @kernel_function
-def step_envs(start, stop, x_all, y_all, heading_all, speed_all, acc_all, active_all, t, needs_reset,
-              episode, env_seed, obs, rewards, terminated, truncated, final_obs, final_active,
-              has_final_obs, tag_count, action_error, knn_idx, knn_d2, runners_left,
-              actions, acc_table, turn_table, start_state, start_given, float_consts, int_consts, autoreset_mode):
+def step_envs(
+    start,
+    stop,
+    x_all,
+    y_all,
+    heading_all,
+    speed_all,
+    acc_all,
+    active_all,
+    t,
+    needs_reset,
+    episode,
+    env_seed,
+    obs,
+    rewards,
+    terminated,
+    truncated,
+    final_obs,
+    final_active,
+    has_final_obs,
+    tag_count,
+    action_error,
+    knn_idx,
+    knn_d2,
+    runners_left,
+    actions,
+    acc_table,
+    turn_table,
+    start_state,
+    start_given,
+    float_consts,
+    int_consts,
+    autoreset_mode,
+):
     """Advance envs ``start..stop-1`` by one step under ``autoreset_mode``.
 
     A finished env is reset instead (NEXT_STEP: actions ignored, rewards 0) or left frozen with
@@ -537,12 +700,35 @@ def step_envs(start, stop, x_all, y_all, heading_all, speed_all, acc_all, active
     """
     for e in range(start, stop):
         x, y, heading = env_rows(x_all[e], 0), env_rows(y_all[e], 1), env_rows(heading_all[e], 2)
-        speed, acc, active = env_rows(speed_all[e], 3), env_rows(acc_all[e], 4), env_rows(active_all[e], 5)
+        speed, acc, active = (
+            env_rows(speed_all[e], 3),
+            env_rows(acc_all[e], 4),
+            env_rows(active_all[e], 5),
+        )
         barrier()
         if needs_reset[e]:  # the same for every worker of the env
             if autoreset_mode == NEXT_STEP:
-                _reset_game(e, x, y, heading, speed, acc, active, t, needs_reset, episode, env_seed, obs,
-                            tag_count, knn_idx, knn_d2, start_state, start_given, float_consts, int_consts)
+                _reset_game(
+                    e,
+                    x,
+                    y,
+                    heading,
+                    speed,
+                    acc,
+                    active,
+                    t,
+                    needs_reset,
+                    episode,
+                    env_seed,
+                    obs,
+                    tag_count,
+                    knn_idx,
+                    knn_d2,
+                    start_state,
+                    start_given,
+                    float_consts,
+                    int_consts,
+                )
                 if agent_start() == 0:
                     terminated[e] = False
             for a in range(agent_start(), int_consts[NUM_AGENTS], agent_stride()):
@@ -550,39 +736,169 @@ def step_envs(start, stop, x_all, y_all, heading_all, speed_all, acc_all, active
             if agent_start() == 0:
                 truncated[e] = False
         else:
-            done = _advance_game(e, x, y, heading, speed, acc, active, t, needs_reset, obs, rewards,
-                                 terminated, truncated, final_obs, final_active, has_final_obs, tag_count,
-                                 action_error, knn_idx, knn_d2, runners_left,
-                                 actions, acc_table, turn_table, float_consts, int_consts, autoreset_mode)
+            done = _advance_game(
+                e,
+                x,
+                y,
+                heading,
+                speed,
+                acc,
+                active,
+                t,
+                needs_reset,
+                obs,
+                rewards,
+                terminated,
+                truncated,
+                final_obs,
+                final_active,
+                has_final_obs,
+                tag_count,
+                action_error,
+                knn_idx,
+                knn_d2,
+                runners_left,
+                actions,
+                acc_table,
+                turn_table,
+                float_consts,
+                int_consts,
+                autoreset_mode,
+            )
             if autoreset_mode == SAME_STEP and done:
                 barrier()
-                _reset_game(e, x, y, heading, speed, acc, active, t, needs_reset, episode, env_seed, obs,
-                            tag_count, knn_idx, knn_d2, start_state, start_given, float_consts, int_consts)
+                _reset_game(
+                    e,
+                    x,
+                    y,
+                    heading,
+                    speed,
+                    acc,
+                    active,
+                    t,
+                    needs_reset,
+                    episode,
+                    env_seed,
+                    obs,
+                    tag_count,
+                    knn_idx,
+                    knn_d2,
+                    start_state,
+                    start_given,
+                    float_consts,
+                    int_consts,
+                )
         barrier()
-        _store_rows(e, x_all, y_all, heading_all, speed_all, acc_all, active_all,
-                    x, y, heading, speed, acc, active)
+        _store_rows(
+            e,
+            x_all,
+            y_all,
+            heading_all,
+            speed_all,
+            acc_all,
+            active_all,
+            x,
+            y,
+            heading,
+            speed,
+            acc,
+            active,
+        )
 
 
 @kernel_function
-def reset_envs(start, stop, mask, x_all, y_all, heading_all, speed_all, acc_all, active_all, t,
-               needs_reset, episode, env_seed, obs, rewards, terminated, truncated, final_obs,
-               final_active, has_final_obs, tag_count, action_error, knn_idx, knn_d2, runners_left,
-               actions, acc_table, turn_table, start_state, start_given, float_consts, int_consts, autoreset_mode):
+def reset_envs(
+    start,
+    stop,
+    mask,
+    x_all,
+    y_all,
+    heading_all,
+    speed_all,
+    acc_all,
+    active_all,
+    t,
+    needs_reset,
+    episode,
+    env_seed,
+    obs,
+    rewards,
+    terminated,
+    truncated,
+    final_obs,
+    final_active,
+    has_final_obs,
+    tag_count,
+    action_error,
+    knn_idx,
+    knn_d2,
+    runners_left,
+    actions,
+    acc_table,
+    turn_table,
+    start_state,
+    start_given,
+    float_consts,
+    int_consts,
+    autoreset_mode,
+):
     """Start the next episode of the envs ``e`` in ``start..stop-1`` where ``mask[e]``."""
     for e in range(start, stop):
         if mask[e]:  # the same for every worker of the env
-            x, y, heading = env_rows(x_all[e], 0), env_rows(y_all[e], 1), env_rows(heading_all[e], 2)
-            speed, acc, active = env_rows(speed_all[e], 3), env_rows(acc_all[e], 4), env_rows(active_all[e], 5)
+            x, y, heading = (
+                env_rows(x_all[e], 0),
+                env_rows(y_all[e], 1),
+                env_rows(heading_all[e], 2),
+            )
+            speed, acc, active = (
+                env_rows(speed_all[e], 3),
+                env_rows(acc_all[e], 4),
+                env_rows(active_all[e], 5),
+            )
             barrier()
-            _reset_game(e, x, y, heading, speed, acc, active, t, needs_reset, episode, env_seed, obs,
-                        tag_count, knn_idx, knn_d2, start_state, start_given, float_consts, int_consts)
+            _reset_game(
+                e,
+                x,
+                y,
+                heading,
+                speed,
+                acc,
+                active,
+                t,
+                needs_reset,
+                episode,
+                env_seed,
+                obs,
+                tag_count,
+                knn_idx,
+                knn_d2,
+                start_state,
+                start_given,
+                float_consts,
+                int_consts,
+            )
             barrier()
-            _store_rows(e, x_all, y_all, heading_all, speed_all, acc_all, active_all,
-                        x, y, heading, speed, acc, active)
+            _store_rows(
+                e,
+                x_all,
+                y_all,
+                heading_all,
+                speed_all,
+                acc_all,
+                active_all,
+                x,
+                y,
+                heading,
+                speed,
+                acc,
+                active,
+            )
 
 
 @kernel_function
-def _store_rows(e, x_all, y_all, heading_all, speed_all, acc_all, active_all, x, y, heading, speed, acc, active):
+def _store_rows(
+    e, x_all, y_all, heading_all, speed_all, acc_all, active_all, x, y, heading, speed, acc, active
+):
     store_env_rows(x_all[e], x)
     store_env_rows(y_all[e], y)
     store_env_rows(heading_all[e], heading)
@@ -604,8 +920,20 @@ def _draw_start(seed, start_state, float_consts):
     acc = np.zeros(n, dtype=np.float32)
     active = np.zeros(n, dtype=np.bool_)
     for a in range(n):
-        reset_agent(a, seed, np.uint64(0), start_state[0], start_state[1], start_state[2], speed, acc, active,
-                    start_state, given, float_consts)
+        reset_agent(
+            a,
+            seed,
+            np.uint64(0),
+            start_state[0],
+            start_state[1],
+            start_state[2],
+            speed,
+            acc,
+            active,
+            start_state,
+            given,
+            float_consts,
+        )
 
 
 def draw_start_state(seed: int, num_agents: int, float_consts: np.ndarray) -> np.ndarray:

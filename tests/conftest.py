@@ -10,12 +10,14 @@ if not CUDA_KERNELS_RUNNABLE:
         from numba import cuda
 
         CUDA_KERNELS_RUNNABLE = cuda.is_available()
-    except Exception:  # noqa: BLE001 - any driver problem means "no GPU here"
+    except Exception:
         CUDA_KERNELS_RUNNABLE = False
 
 
 def pytest_collection_modifyitems(config, items):
-    skip = pytest.mark.skip(reason="needs NUMBA_ENABLE_CUDASIM=1 (set before Python starts) or a GPU")
+    skip = pytest.mark.skip(
+        reason="needs NUMBA_ENABLE_CUDASIM=1 (set before Python starts) or a GPU"
+    )
     for item in items:
         if "cudasim" in item.keywords and not CUDA_KERNELS_RUNNABLE:
             item.add_marker(skip)
@@ -33,7 +35,9 @@ def _assert_matches_cpu(expected, actual, what: str) -> None:
     if devices.simulated_cuda() or not expected.is_floating_point():
         assert torch.equal(actual, expected), f"{what} differs"
     else:
-        np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=0, atol=1e-4, err_msg=what)
+        np.testing.assert_allclose(
+            actual.numpy(), expected.numpy(), rtol=0, atol=1e-4, err_msg=what
+        )
 
 
 def _assert_envs_match(cpu_env, cuda_env, where: str) -> None:

@@ -11,23 +11,24 @@ import torch
 pytest.importorskip("stable_baselines3")
 pytest.importorskip("torchrl")
 
-from gymnasium.vector import AutoresetMode  # noqa: E402
-from stable_baselines3 import PPO, SAC  # noqa: E402
-from stable_baselines3.common.utils import check_for_correct_spaces  # noqa: E402
-from stable_baselines3.common.vec_env import VecCheckNan, VecMonitor  # noqa: E402
-from torchrl.data import Bounded, Categorical, OneHot, Unbounded  # noqa: E402
-from torchrl.envs.utils import check_env_specs  # noqa: E402
+from gymnasium.vector import AutoresetMode
+from stable_baselines3 import PPO, SAC
+from stable_baselines3.common.utils import check_for_correct_spaces
+from stable_baselines3.common.vec_env import VecCheckNan, VecMonitor
+from test_write_an_env_tutorial import ENV_ID as POINT_GOAL
+from test_write_an_env_tutorial import tutorial  # noqa: F401 (the fixture runs the tutorial)
+from torchrl.data import Bounded, Categorical, OneHot, Unbounded
+from torchrl.envs.utils import check_env_specs
 
-from gpu_envs.sb3_adapter import make_sb3_vec_env  # noqa: E402
-from gpu_envs.torchrl_envs import KernelTorchRLEnv  # noqa: E402
-from test_write_an_env_tutorial import ENV_ID as POINT_GOAL, tutorial  # noqa: E402,F401 - the fixture runs the docs
+from gpu_envs.sb3_adapter import make_sb3_vec_env
+from gpu_envs.torchrl_envs import KernelTorchRLEnv
 
 CARTPOLE, PENDULUM = "gpu_envs/CartPole-v1", "gpu_envs/Pendulum-v1"
 ENV_IDS = [CARTPOLE, PENDULUM, POINT_GOAL]
 
 
 @pytest.fixture(scope="module", autouse=True)
-def point_goal_registered(tutorial):  # noqa: F811 - the imported fixture
+def point_goal_registered(tutorial):  # noqa: F811 (the imported fixture)
     """The tutorial's code, run as one module, registers tutorial/PointGoal-v0."""
     return tutorial
 
@@ -43,7 +44,9 @@ def random_actions(space: gym.Space, n: int, rng: np.random.Generator) -> np.nda
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_sb3_vec_env_passes_the_vec_env_checks(env_id):
     n, steps = 4, 250
-    venv = VecCheckNan(make_sb3_vec_env(env_id, num_envs=n, max_episode_steps=40), raise_exception=True)
+    venv = VecCheckNan(
+        make_sb3_vec_env(env_id, num_envs=n, max_episode_steps=40), raise_exception=True
+    )
     core = venv.venv.env.unwrapped
     check_for_correct_spaces(venv, core.single_observation_space, core.single_action_space)
     venv.seed(3)
@@ -54,28 +57,39 @@ def test_sb3_vec_env_passes_the_vec_env_checks(env_id):
     for _ in range(steps):
         obs, rewards, dones, infos = venv.step(random_actions(venv.action_space, n, rng))
         assert obs.dtype == rewards.dtype == np.float32 and dones.dtype == np.bool_
-        assert obs.shape == (n, *venv.observation_space.shape) and rewards.shape == dones.shape == (n,)
+        assert obs.shape == (n, *venv.observation_space.shape) and rewards.shape == dones.shape == (
+            n,
+        )
         assert all(venv.observation_space.contains(row) for row in obs)
-        assert len(infos) == n and all(("terminal_observation" in info) == done for info, done in zip(infos, dones))
+        assert len(infos) == n and all(
+            ("terminal_observation" in info) == done for info, done in zip(infos, dones)
+        )
         ends += int(dones.sum())
     assert ends >= n, "episodes must end (and reset in the same step) within the run"
 
 
-@pytest.mark.parametrize(("env_id", "algo", "options"), [
-    (CARTPOLE, PPO, dict(n_steps=32, batch_size=64, n_epochs=1)),
-    (PENDULUM, SAC, dict(learning_starts=64, batch_size=32, buffer_size=1_000)),
-    (POINT_GOAL, PPO, dict(n_steps=32, batch_size=64, n_epochs=1)),
-])
+@pytest.mark.parametrize(
+    ("env_id", "algo", "options"),
+    [
+        (CARTPOLE, PPO, dict(n_steps=32, batch_size=64, n_epochs=1)),
+        (PENDULUM, SAC, dict(learning_starts=64, batch_size=32, buffer_size=1_000)),
+        (POINT_GOAL, PPO, dict(n_steps=32, batch_size=64, n_epochs=1)),
+    ],
+)
 def test_sb3_learns_a_few_hundred_steps(env_id, algo, options):
     venv = VecMonitor(make_sb3_vec_env(env_id, num_envs=4, max_episode_steps=50))
-    model = algo("MlpPolicy", venv, seed=0, device="cpu", policy_kwargs=dict(net_arch=[16, 16]), **options)
+    model = algo(
+        "MlpPolicy", venv, seed=0, device="cpu", policy_kwargs=dict(net_arch=[16, 16]), **options
+    )
     model.learn(total_timesteps=256)
     assert model.num_timesteps == 256 and len(model.ep_info_buffer) > 0
 
 
 # ------------------------------------------------------------------------------------- TorchRL
 def torchrl_env(env_id: str, num_envs: int, **options) -> KernelTorchRLEnv:
-    batched = gym.make_vec(env_id, num_envs=num_envs, autoreset_mode=AutoresetMode.DISABLED, max_episode_steps=15)
+    batched = gym.make_vec(
+        env_id, num_envs=num_envs, autoreset_mode=AutoresetMode.DISABLED, max_episode_steps=15
+    )
     return KernelTorchRLEnv(batched, **options)
 
 
@@ -87,7 +101,11 @@ def test_torchrl_env_passes_check_env_specs_with_specs_from_the_spaces(env_id, c
     space = env.batched_env.single_action_space
     spec = env.action_spec
     if isinstance(space, gym.spaces.Box):
-        assert isinstance(spec, Bounded) and spec.shape == (3, *space.shape) and spec.dtype == torch.float32
+        assert (
+            isinstance(spec, Bounded)
+            and spec.shape == (3, *space.shape)
+            and spec.dtype == torch.float32
+        )
         assert torch.equal(spec.space.low[0], torch.as_tensor(space.low))
     else:
         assert isinstance(spec, Categorical if categorical else OneHot)
@@ -108,7 +126,9 @@ def test_torchrl_rollout_equals_the_batched_env_stepping_the_same_actions(env_id
     assert rollout.batch_size == (n, steps)
     assert env.full_action_spec.is_in(rollout[:, -1].select(*env.action_keys))
 
-    reference = gym.make_vec(env_id, num_envs=n, autoreset_mode=AutoresetMode.DISABLED, max_episode_steps=15)
+    reference = gym.make_vec(
+        env_id, num_envs=n, autoreset_mode=AutoresetMode.DISABLED, max_episode_steps=15
+    )
     obs, _ = reference.reset(seed=seed)
     resets = 0
     for t in range(steps):
@@ -126,4 +146,6 @@ def test_torchrl_rollout_equals_the_batched_env_stepping_the_same_actions(env_id
         if done.any():
             obs, _ = reference.reset(options={"reset_mask": done})
             resets += 1
-    assert resets >= 2, "TorchRL must have reset finished envs (truncated after 15 steps at the latest)"
+    assert resets >= 2, (
+        "TorchRL must have reset finished envs (truncated after 15 steps at the latest)"
+    )

@@ -19,8 +19,21 @@ from gpu_envs.devices import cuda_available
 
 
 def _run_bench(capsys, *extra):
-    code = main(["bench", "cartpole", "--quick", "--num-envs", "1,16", "--devices", "cpu",
-                 "--skip-first-step", "--json", "-", *extra])
+    code = main(
+        [
+            "bench",
+            "cartpole",
+            "--quick",
+            "--num-envs",
+            "1,16",
+            "--devices",
+            "cpu",
+            "--skip-first-step",
+            "--json",
+            "-",
+            *extra,
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0
     return json.loads(captured.out), captured.err
@@ -32,8 +45,11 @@ def test_bench_cartpole_quick_writes_well_formed_records(capsys):
     assert document["machine"]["cpu_count"] >= 1
     throughput = [r for r in document["records"] if r["kind"] == "throughput"]
     keys = {(r["impl"], r["num_envs"]) for r in throughput}
-    expected = {(impl, n) for impl in ("gpu_envs_cpu", "gpu_envs_cpu_novalidate", "gym_vector", "gym_sync")
-                for n in (1, 16)}
+    expected = {
+        (impl, n)
+        for impl in ("gpu_envs_cpu", "gpu_envs_cpu_novalidate", "gym_vector", "gym_sync")
+        for n in (1, 16)
+    }
     assert keys == expected
     for record in throughput:
         assert record["env_steps_per_s"] > 0
@@ -55,7 +71,9 @@ def test_bench_cartpole_skips_sync_vector_env_above_the_limit(capsys):
     skipped = [r for r in document["records"] if r["kind"] == "skipped"]
     assert [(r["impl"], r["num_envs"]) for r in skipped] == [("gym_sync", 16)]
     assert "skipped above 8 envs" in err
-    assert {r["dtype"] for r in document["records"] if r["impl"] == "gpu_envs_cpu" and "dtype" in r} == {"float32"}
+    assert {
+        r["dtype"] for r in document["records"] if r["impl"] == "gpu_envs_cpu" and "dtype" in r
+    } == {"float32"}
 
 
 def test_bench_cartpole_rejects_bad_sizes_and_devices():
@@ -77,8 +95,13 @@ def test_first_step_of_a_fresh_process_is_reported():
 
 def test_measure_rounds_interleaves_the_repeats_of_every_implementation():
     log = []
-    results = timing.measure_rounds({"a": (lambda: log.append("a"), 4, None), "b": (lambda: log.append("b"), 8, None)},
-                                    repeats=3, target_seconds=0.005, warmup_seconds=0.0, warmup_calls=3)
+    results = timing.measure_rounds(
+        {"a": (lambda: log.append("a"), 4, None), "b": (lambda: log.append("b"), 8, None)},
+        repeats=3,
+        target_seconds=0.005,
+        warmup_seconds=0.0,
+        warmup_calls=3,
+    )
     a, b = results["a"], results["b"]
     assert len(a.chosen) == len(b.chosen) == 3 and a.steps_per_call == 4 and b.steps_per_call == 8
     warm = 1 + a.warmup_calls + 1 + b.warmup_calls
@@ -86,7 +109,7 @@ def test_measure_rounds_interleaves_the_repeats_of_every_implementation():
     per_round = a.calls_per_repeat + b.calls_per_repeat
     assert len(rounds) == 3 * per_round
     for r in range(3):  # each round: one repeat of a, then one of b
-        block = rounds[r * per_round:(r + 1) * per_round]
+        block = rounds[r * per_round : (r + 1) * per_round]
         assert block == ["a"] * a.calls_per_repeat + ["b"] * b.calls_per_repeat
 
 
@@ -96,7 +119,9 @@ def test_median_ratio_pairs_repeats_by_round():
         return timing.Measurement(statistics.median(rates), 0.0, 1, 1, 1, 0.0, repeats, repeats)
 
     ours, reference = measurement([2.0, 4.0, 9.0]), measurement([1.0, 4.0, 3.0])
-    assert timing.median_ratio(ours, reference) == 2.0  # rounds: 2, 1, 3 (ratio of the medians: 4/3)
+    assert (
+        timing.median_ratio(ours, reference) == 2.0
+    )  # rounds: 2, 1, 3 (ratio of the medians: 4/3)
     assert timing.median_ratio(ours.to_dict(), reference.to_dict()) == 2.0
     assert timing.median_ratio(measurement([2.0, 4.0]), reference) == 1.0  # unpaired: medians 3 / 3
 
@@ -112,13 +137,22 @@ def test_format_table_marks_noisy_cells_and_skips():
     assert "| ours | 3M† | 0.50 |" in table
     assert "| ratio ours / gymnasium CartPoleVectorEnv | 3.00x |  |" in table
     assert "| sync | skipped |  |" in table
-    assert "skipped: too slow" in table and "note: a note" in table and "†" in table.split("\n\n")[1]
+    assert (
+        "skipped: too slow" in table and "note: a note" in table and "†" in table.split("\n\n")[1]
+    )
 
 
 def test_measure_follows_the_protocol():
     calls, syncs = [], []
-    result = timing.measure(lambda: calls.append(1), 10, lambda: syncs.append(1), repeats=3,
-                            target_seconds=0.01, warmup_seconds=0.01, warmup_calls=5)
+    result = timing.measure(
+        lambda: calls.append(1),
+        10,
+        lambda: syncs.append(1),
+        repeats=3,
+        target_seconds=0.01,
+        warmup_seconds=0.01,
+        warmup_calls=5,
+    )
     assert result.warmup_calls >= 5
     assert len(result.chosen) == 3 and len(result.attempts) == 3
     assert result.env_steps_per_s == statistics.median(result.repeat_rates)
@@ -142,7 +176,12 @@ def test_background_load_is_a_fraction_or_unknown():
 
 
 def test_format_rate():
-    assert [timing.format_rate(v) for v in (12.0, 1234.0, 1.5e6, 2e9)] == ["12", "1.23k", "1.5M", "2G"]
+    assert [timing.format_rate(v) for v in (12.0, 1234.0, 1.5e6, 2e9)] == [
+        "12",
+        "1.23k",
+        "1.5M",
+        "2G",
+    ]
 
 
 # ------------------------------------------------------------------------------------ device-check
@@ -166,16 +205,19 @@ def test_device_check_arguments():
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("mode", ["next_step", "same_step"])
 def test_cartpole_parity_of_identical_backends_passes(dtype, mode):
-    row = dc.cartpole_parity("cpu", dtype=dtype, autoreset_mode=mode, num_envs=16, steps=120,
-                             max_episode_steps=20)
+    row = dc.cartpole_parity(
+        "cpu", dtype=dtype, autoreset_mode=mode, num_envs=16, steps=120, max_episode_steps=20
+    )
     assert row.status == "PASS", row.result
     assert row.record["diverged_envs"] == 0
     assert set(row.record["max_abs_diff"].values()) == {0.0}
 
 
 def test_device_check_table_and_exit_status():
-    rows = [dc.Row("cartpole parity", "float64", "max |diff| 0", "PASS"),
-            dc.Row("cartpole throughput", "2^10 envs", "1M env-steps/s")]
+    rows = [
+        dc.Row("cartpole parity", "float64", "max |diff| 0", "PASS"),
+        dc.Row("cartpole throughput", "2^10 envs", "1M env-steps/s"),
+    ]
     table = dc.format_table(rows)
     assert table.splitlines()[0] == "| check | setting | result | status |"
     assert "| cartpole throughput | 2^10 envs | 1M env-steps/s |  |" in table
@@ -186,5 +228,7 @@ def test_device_check_table_and_exit_status():
 def test_tag_parity_and_throughput_rows_on_cpu():
     row = dc.tag_parity("cpu", num_envs=2, steps=12)
     assert row.status == "PASS", row.result
-    rows = dc.tag_throughput("cpu", range(0, 1), dict(repeats=1, target_seconds=0.01, warmup_seconds=0.0))
+    rows = dc.tag_throughput(
+        "cpu", range(0, 1), dict(repeats=1, target_seconds=0.01, warmup_seconds=0.0)
+    )
     assert rows[0].record["agents_per_env"] == 105 and "agent-steps/s" in rows[0].result

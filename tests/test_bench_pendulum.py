@@ -14,19 +14,41 @@ from gpu_envs.cli import main
 
 
 def test_bench_pendulum_quick_measures_ours_the_bare_kernel_and_gymnasium(capsys):
-    code = main(["bench", "pendulum", "--quick", "--num-envs", "1,4", "--devices", "cpu",
-                 "--skip-first-step", "--bare-kernel", "--json", "-"])
+    code = main(
+        [
+            "bench",
+            "pendulum",
+            "--quick",
+            "--num-envs",
+            "1,4",
+            "--devices",
+            "cpu",
+            "--skip-first-step",
+            "--bare-kernel",
+            "--json",
+            "-",
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0
     document = json.loads(captured.out)
     assert document["benchmark"] == "pendulum"
     threads = sorted({1, numba.config.NUMBA_NUM_THREADS})
-    impls = ["gpu_envs_cpu", "gpu_envs_cpu_novalidate", *(f"bare_cpu_{t}t" for t in threads), "gym_sync"]
+    impls = [
+        "gpu_envs_cpu",
+        "gpu_envs_cpu_novalidate",
+        *(f"bare_cpu_{t}t" for t in threads),
+        "gym_sync",
+    ]
     throughput = [r for r in document["records"] if r["kind"] == "throughput"]
-    assert {(r["impl"], r["num_envs"]) for r in throughput} == {(i, n) for i in impls for n in (1, 4)}
+    assert {(r["impl"], r["num_envs"]) for r in throughput} == {
+        (i, n) for i in impls for n in (1, 4)
+    }
     assert all(r["env_steps_per_s"] > 0 and len(r["repeat_rates"]) == 2 for r in throughput)
     assert {r["vector_class"] for r in throughput if r["impl"] == "gym_sync"} == {"SyncVectorEnv"}
-    assert {r["dtype"] for r in throughput if r["impl"].startswith(("gpu_envs", "bare"))} == {"float64"}
+    assert {r["dtype"] for r in throughput if r["impl"].startswith(("gpu_envs", "bare"))} == {
+        "float64"
+    }
     assert {r["numba_threads"] for r in throughput if r["impl"].startswith("bare")} == set(threads)
     # Pendulum has no gymnasium vector implementation: a note says so and SyncVectorEnv is the reference.
     assert any("no vector implementation of Pendulum-v1" in note for note in document["notes"])
@@ -58,11 +80,22 @@ def test_bare_kernel_runner_steps_the_env_and_restores_the_thread_count():
 
 def test_ratio_to_the_faster_bare_kernel_takes_the_faster_in_each_round():
     def record(impl, rates):
-        return dict(kind="throughput", impl=impl, label=impl, num_envs=8, noisy=False, first_call_s=0.0,
-                    repeat_rates=rates, env_steps_per_s=float(np.median(rates)))
+        return dict(
+            kind="throughput",
+            impl=impl,
+            label=impl,
+            num_envs=8,
+            noisy=False,
+            first_call_s=0.0,
+            repeat_rates=rates,
+            env_steps_per_s=float(np.median(rates)),
+        )
 
-    records = [record("gpu_envs_cpu", [4.0, 4.0, 4.0]), record("bare_cpu_1t", [8.0, 2.0, 2.0]),
-               record("bare_cpu_2t", [2.0, 8.0, 2.0])]
+    records = [
+        record("gpu_envs_cpu", [4.0, 4.0, 4.0]),
+        record("bare_cpu_1t", [8.0, 2.0, 2.0]),
+        record("bare_cpu_2t", [2.0, 8.0, 2.0]),
+    ]
     table = shared.format_table(records, [8], [])
     assert "| ratio gpu_envs_cpu / bare kernel, 1 thread | 2.00x |  |" in table
     # per round the faster is 8, 8, 2: ratios 0.5, 0.5, 2 (the faster median, 2, would give 2.00x)
@@ -70,7 +103,12 @@ def test_ratio_to_the_faster_bare_kernel_takes_the_faster_in_each_round():
 
 
 def test_first_step_of_a_fresh_pendulum_process_is_reported():
-    records = shared.measure_first_step("cpu", runs=1, env_class=bench.PENDULUM.env_class, sizes=(3,))
+    records = shared.measure_first_step(
+        "cpu", runs=1, env_class=bench.PENDULUM.env_class, sizes=(3,)
+    )
     assert [(r["env_class"], r["num_envs"]) for r in records] == [("PendulumVectorEnv", 3)]
     assert records[0]["first_step_s"] > 0
-    assert "| run 1 (may fill the cache) | PendulumVectorEnv | cpu | 3 |" in shared.format_first_steps(records)
+    assert (
+        "| run 1 (may fill the cache) | PendulumVectorEnv | cpu | 3 |"
+        in shared.format_first_steps(records)
+    )

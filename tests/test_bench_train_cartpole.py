@@ -9,23 +9,53 @@ import pytest
 
 pytest.importorskip("stable_baselines3")
 
-from gpu_envs.benchmarks import train_cartpole as bench  # noqa: E402
+from gpu_envs.benchmarks import train_cartpole as bench
 
-RUN_KEYS = {"impl", "seed", "train_s", "steps", "best_eval", "total_train_s", "total_steps", "wall_s",
-            "background_busy_before", "loadavg_before", "loadavg_after"}
+RUN_KEYS = {
+    "impl",
+    "seed",
+    "train_s",
+    "steps",
+    "best_eval",
+    "total_train_s",
+    "total_steps",
+    "wall_s",
+    "background_busy_before",
+    "loadavg_before",
+    "loadavg_after",
+}
 
 
 def test_tiny_budget_run_reports_not_reached(tmp_path):
     out = tmp_path / "out.json"
-    command = [sys.executable, "-m", "gpu_envs.cli", "bench", "train-cartpole", "--seeds", "1",
-               "--timesteps", "512", "--override", "trainer.total_timesteps=512", "--max-wait", "0",
-               "--json", str(out)]
+    command = [
+        sys.executable,
+        "-m",
+        "gpu_envs.cli",
+        "bench",
+        "train-cartpole",
+        "--seeds",
+        "1",
+        "--timesteps",
+        "512",
+        "--override",
+        "trainer.total_timesteps=512",
+        "--max-wait",
+        "0",
+        "--json",
+        str(out),
+    ]
     completed = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert completed.returncode == 0, completed.stderr[-3000:]
     record = json.loads(out.read_text())
     assert record["bench"] == "train_cartpole"
     assert record["machine"]["cpus"] >= 1 and record["machine"]["cpu_model"]
-    assert set(record["machine"]["versions"]) >= {"gpu-envs", "torch", "stable-baselines3", "gymnasium"}
+    assert set(record["machine"]["versions"]) >= {
+        "gpu-envs",
+        "torch",
+        "stable-baselines3",
+        "gymnasium",
+    }
     assert [r["impl"] for r in record["runs"]] == ["gpu_envs", "sb3"]
     for run in record["runs"]:
         assert set(run) == RUN_KEYS
@@ -42,16 +72,36 @@ def test_tiny_budget_run_reports_not_reached(tmp_path):
 
 
 def _run(impl, seed, train_s):
-    return dict(impl=impl, seed=seed, train_s=train_s, steps=None if train_s is None else 4096,
-                best_eval=500.0 if train_s is not None else 300.0, total_train_s=train_s or 9.0,
-                total_steps=4096, wall_s=12.0, background_busy_before=0.01, loadavg_before=0.5, loadavg_after=1.0)
+    return dict(
+        impl=impl,
+        seed=seed,
+        train_s=train_s,
+        steps=None if train_s is None else 4096,
+        best_eval=500.0 if train_s is not None else 300.0,
+        total_train_s=train_s or 9.0,
+        total_steps=4096,
+        wall_s=12.0,
+        background_busy_before=0.01,
+        loadavg_before=0.5,
+        loadavg_after=1.0,
+    )
 
 
 def test_summary_and_table_with_reached_and_not_reached_seeds():
-    runs = [_run("gpu_envs", 1, 2.0), _run("sb3", 1, 10.0), _run("sb3", 2, 20.0), _run("gpu_envs", 2, 4.0),
-            _run("gpu_envs", 3, None), _run("sb3", 3, 30.0)]
+    runs = [
+        _run("gpu_envs", 1, 2.0),
+        _run("sb3", 1, 10.0),
+        _run("sb3", 2, 20.0),
+        _run("gpu_envs", 2, 4.0),
+        _run("gpu_envs", 3, None),
+        _run("sb3", 3, 30.0),
+    ]
     summary = bench.summarize(runs)
-    assert [row["ratio"] for row in summary["per_seed"]] == [pytest.approx(0.2), pytest.approx(0.2), None]
+    assert [row["ratio"] for row in summary["per_seed"]] == [
+        pytest.approx(0.2),
+        pytest.approx(0.2),
+        None,
+    ]
     # Seed 3 never reached 475: it counts as infinitely slow, so the median of 2, 4, inf is 4.
     assert summary["median_gpu_envs_s"] == 4.0 and summary["median_sb3_s"] == 20.0
     assert summary["ratio_of_medians"] == pytest.approx(0.2)
@@ -66,8 +116,14 @@ def test_summary_and_table_with_reached_and_not_reached_seeds():
 
 
 def test_target_is_the_ratio_of_the_medians_when_every_seed_reaches():
-    runs = [_run("gpu_envs", 1, 2.0), _run("sb3", 1, 4.0), _run("gpu_envs", 2, 2.0), _run("sb3", 2, 10.0),
-            _run("gpu_envs", 3, 3.0), _run("sb3", 3, 12.0)]
+    runs = [
+        _run("gpu_envs", 1, 2.0),
+        _run("sb3", 1, 4.0),
+        _run("gpu_envs", 2, 2.0),
+        _run("sb3", 2, 10.0),
+        _run("gpu_envs", 3, 3.0),
+        _run("sb3", 3, 12.0),
+    ]
     summary = bench.summarize(runs)
     # per seed 0.5, 0.2, 0.25 (median 0.25); medians 2 and 10: 0.2
     assert summary["median_per_seed_ratio"] == pytest.approx(0.25)

@@ -34,7 +34,10 @@ def test_next_step_matches_gymnasium_vector_env_step_by_step():
         assert np.array_equal(truncated.numpy(), ref_trunc)
         assert np.array_equal(rewards.numpy(), ref_rewards)
         np.testing.assert_allclose(obs.numpy(), ref.state.T.astype(np.float32), rtol=0, atol=1e-6)
-        assert not (terminated[torch.from_numpy(was_done)].any() or truncated[torch.from_numpy(was_done)].any())
+        assert not (
+            terminated[torch.from_numpy(was_done)].any()
+            or truncated[torch.from_numpy(was_done)].any()
+        )
         assert (rewards[torch.from_numpy(was_done)] == 0).all()
     assert resets > 10 and ref_trunc.dtype == np.bool_
 
@@ -53,7 +56,9 @@ def test_next_step_ignores_the_action_on_the_reset_step():
 
 def test_same_step_and_next_step_match_disabled_with_masked_resets():
     """All three modes play the same episodes (start states keyed by seed and episode number)."""
-    same = gpu_envs.CartPoleVectorEnv(NUM_ENVS, max_episode_steps=30, autoreset_mode=AutoresetMode.SAME_STEP)
+    same = gpu_envs.CartPoleVectorEnv(
+        NUM_ENVS, max_episode_steps=30, autoreset_mode=AutoresetMode.SAME_STEP
+    )
     manual = gpu_envs.CartPoleVectorEnv(NUM_ENVS, max_episode_steps=30, autoreset_mode="disabled")
     nxt = gpu_envs.CartPoleVectorEnv(NUM_ENVS, max_episode_steps=30, autoreset_mode="next_step")
     for env in (same, manual, nxt):
@@ -74,7 +79,11 @@ def test_same_step_and_next_step_match_disabled_with_masked_resets():
         # NEXT_STEP: an env whose episode is pending a reset takes one extra (reset) step.
         if not nxt_pending.any():
             n_obs, n_rew, n_term, n_trunc, _ = nxt.step(actions)
-            assert torch.equal(n_term, term) and torch.equal(n_trunc, trunc) and torch.equal(n_rew, rew)
+            assert (
+                torch.equal(n_term, term)
+                and torch.equal(n_trunc, trunc)
+                and torch.equal(n_rew, rew)
+            )
             nxt_pending = n_term | n_trunc
             if nxt_pending.any():
                 n_obs, n_rew, n_term, n_trunc, _ = nxt.step(actions)

@@ -30,7 +30,9 @@ def test_cuda_env_matches_cpu_env_bit_for_bit(dtype, mode, assert_matches_cpu, a
     for step in range(40):
         actions = torch.from_numpy(rng.integers(0, 2, size=NUM_ENVS))
         out_cpu, out_gpu = cpu.step(actions), gpu.step(actions.to(gpu.device))
-        for name, a, b in zip(("obs", "rewards", "terminated", "truncated"), out_cpu[:4], out_gpu[:4]):
+        for name, a, b in zip(
+            ("obs", "rewards", "terminated", "truncated"), out_cpu[:4], out_gpu[:4]
+        ):
             assert_matches_cpu(a, b, f"{name} at step {step}")
         assert sorted(out_cpu[4]) == sorted(out_gpu[4])
         if mode == "disabled":

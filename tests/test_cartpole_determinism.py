@@ -25,8 +25,14 @@ print(digest.hexdigest())
 
 def run_trajectory(threads: int) -> str:
     environment = {**os.environ, "NUMBA_NUM_THREADS": str(threads)}
-    result = subprocess.run([sys.executable, "-c", TRAJECTORY_SCRIPT], env=environment,
-                            capture_output=True, text=True, check=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", TRAJECTORY_SCRIPT],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
     return result.stdout.strip()
 
 
@@ -77,6 +83,12 @@ def test_small_batches_run_serially_and_large_ones_in_parallel(tmp_path):
     """The serial and parallel drivers must not share a compile-cache entry (both from cold and warm)."""
     environment = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "NUMBA_NUM_THREADS": "2"}
     for _ in range(2):  # cold cache, then warm cache
-        result = subprocess.run([sys.executable, "-c", DRIVER_CHOICE_SCRIPT], env=environment,
-                                capture_output=True, text=True, check=True, timeout=300)
+        result = subprocess.run(
+            [sys.executable, "-c", DRIVER_CHOICE_SCRIPT],
+            env=environment,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=300,
+        )
         assert result.stdout.split() == ["False", "True"]

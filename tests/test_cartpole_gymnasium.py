@@ -20,8 +20,9 @@ def controller_actions(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 @pytest.mark.parametrize("sutton_barto", [False, True])
 def test_vector_rows_match_gymnasium_cartpole(sutton_barto):
     num_envs = 6
-    ours = gpu_envs.CartPoleVectorEnv(num_envs, dtype=torch.float64, sutton_barto_reward=sutton_barto,
-                                      autoreset_mode="same_step")
+    ours = gpu_envs.CartPoleVectorEnv(
+        num_envs, dtype=torch.float64, sutton_barto_reward=sutton_barto, autoreset_mode="same_step"
+    )
     refs = [gym.make("CartPole-v1", sutton_barto_reward=sutton_barto) for _ in range(num_envs)]
     obs, _ = ours.reset(seed=3)
     for i, ref in enumerate(refs):
@@ -44,7 +45,9 @@ def test_vector_rows_match_gymnasium_cartpole(sutton_barto):
                 ref.reset()
                 ref.unwrapped.state = ours.state[i].numpy().copy()
             else:
-                assert np.array_equal(ours.state[i].numpy(), ref.unwrapped.state), f"env {i} state differs"
+                assert np.array_equal(ours.state[i].numpy(), ref.unwrapped.state), (
+                    f"env {i} state differs"
+                )
                 assert np.array_equal(obs[i].numpy(), ref_obs)
     assert truncations > 0, "the test must exercise truncation"
 
@@ -74,9 +77,16 @@ def test_single_env_matches_gymnasium_cartpole(sutton_barto):
 
 def test_float32_state_stays_close_to_float64():
     """float32 state: observations within 1e-4 of the float64 trajectory until termination."""
-    envs = {dtype: gpu_envs.CartPoleVectorEnv(64, dtype=dtype, max_episode_steps=None,
-                                              autoreset_mode="disabled", validate_actions=False)
-            for dtype in (torch.float32, torch.float64)}
+    envs = {
+        dtype: gpu_envs.CartPoleVectorEnv(
+            64,
+            dtype=dtype,
+            max_episode_steps=None,
+            autoreset_mode="disabled",
+            validate_actions=False,
+        )
+        for dtype in (torch.float32, torch.float64)
+    }
     for env in envs.values():
         env.reset(seed=11)
     start = envs[torch.float64].state.float()

@@ -14,16 +14,19 @@ def env():
     return env
 
 
-@pytest.mark.parametrize("actions, error, message", [
-    (torch.tensor([0, 1, 2, 0]), ValueError, r"actions\[2\] = 2 is out of range"),
-    (torch.tensor([0, -1, 0, 0]), ValueError, r"actions\[1\] = -1 is out of range"),
-    (np.array([0, 1, 0]), ValueError, r"shape \(4,\)"),
-    (torch.zeros((4, 1), dtype=torch.int64), ValueError, "shape"),
-    (torch.tensor([0.0, 1.0, 0.0, 1.0]), TypeError, "integer dtype"),
-    (np.array([0.0, np.nan, 0.0, 1.0]), TypeError, "NaN"),
-    (torch.tensor([True, False, True, False]), TypeError, "integer dtype"),
-    (["a", "b", "c", "d"], TypeError, "integer dtype|integer array"),
-])
+@pytest.mark.parametrize(
+    "actions, error, message",
+    [
+        (torch.tensor([0, 1, 2, 0]), ValueError, r"actions\[2\] = 2 is out of range"),
+        (torch.tensor([0, -1, 0, 0]), ValueError, r"actions\[1\] = -1 is out of range"),
+        (np.array([0, 1, 0]), ValueError, r"shape \(4,\)"),
+        (torch.zeros((4, 1), dtype=torch.int64), ValueError, "shape"),
+        (torch.tensor([0.0, 1.0, 0.0, 1.0]), TypeError, "integer dtype"),
+        (np.array([0.0, np.nan, 0.0, 1.0]), TypeError, "NaN"),
+        (torch.tensor([True, False, True, False]), TypeError, "integer dtype"),
+        (["a", "b", "c", "d"], TypeError, "integer dtype|integer array"),
+    ],
+)
 def test_bad_actions(env, actions, error, message):
     with pytest.raises(error, match=message):
         env.step(actions)
@@ -36,24 +39,29 @@ def test_a_bad_action_steps_no_env(num_envs):
     before = env.state.clone()
     actions = torch.ones(num_envs, dtype=torch.int64)
     actions[num_envs - 2] = 3
-    with pytest.raises(ValueError, match=rf"actions\[{num_envs - 2}\] = 3 is out of range: allowed 0..1"):
+    with pytest.raises(
+        ValueError, match=rf"actions\[{num_envs - 2}\] = 3 is out of range: allowed 0..1"
+    ):
         env.step(actions)
     assert torch.equal(env.state, before)
     env.step(torch.ones(num_envs, dtype=torch.int64))  # the env still works
     assert not torch.equal(env.state, before)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"num_envs": 0}, "num_envs"),
-    ({"num_envs": -3}, "num_envs"),
-    ({"num_envs": 2.5}, "num_envs"),
-    ({"num_envs": 2, "device": "tpu"}, "device"),
-    ({"num_envs": 2, "device": "banana"}, "device"),
-    ({"num_envs": 2, "autoreset_mode": "sometimes"}, "autoreset_mode"),
-    ({"num_envs": 2, "dtype": "int8"}, "dtype"),
-    ({"num_envs": 2, "render_mode": "human"}, "render_mode"),
-    ({"num_envs": 2, "max_episode_steps": -1}, "max_episode_steps"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"num_envs": 0}, "num_envs"),
+        ({"num_envs": -3}, "num_envs"),
+        ({"num_envs": 2.5}, "num_envs"),
+        ({"num_envs": 2, "device": "tpu"}, "device"),
+        ({"num_envs": 2, "device": "banana"}, "device"),
+        ({"num_envs": 2, "autoreset_mode": "sometimes"}, "autoreset_mode"),
+        ({"num_envs": 2, "dtype": "int8"}, "dtype"),
+        ({"num_envs": 2, "render_mode": "human"}, "render_mode"),
+        ({"num_envs": 2, "max_episode_steps": -1}, "max_episode_steps"),
+    ],
+)
 def test_bad_construction(kwargs, message):
     with pytest.raises(ValueError, match=message):
         gpu_envs.CartPoleVectorEnv(**kwargs)
@@ -66,10 +74,13 @@ def test_cuda_without_gpu_is_a_clear_error():
     assert gpu_envs.CartPoleVectorEnv(2, device="auto").device.type == "cpu"
 
 
-@pytest.mark.parametrize("mask, error, message", [
-    (np.ones(3, dtype=bool), ValueError, r"reset_mask.*shape \(4,\)"),
-    (np.ones(4, dtype=np.int64), TypeError, "reset_mask.*boolean"),
-])
+@pytest.mark.parametrize(
+    "mask, error, message",
+    [
+        (np.ones(3, dtype=bool), ValueError, r"reset_mask.*shape \(4,\)"),
+        (np.ones(4, dtype=np.int64), TypeError, "reset_mask.*boolean"),
+    ],
+)
 def test_bad_reset_mask(env, mask, error, message):
     with pytest.raises(error, match=message):
         env.reset(options={"reset_mask": mask})

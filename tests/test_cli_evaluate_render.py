@@ -14,12 +14,32 @@ from gpu_envs import cli
 from gpu_envs.commands.train import results_message
 from gpu_envs.trainers.evaluation import evaluate_checkpoint, load_trained_game
 
-COMMON = ["trainer.progress_bar=false", "trainer.compile=false", "trainer.accelerator=cpu", "trainer.num_envs=4"]
-CARTPOLE = ["trainer.train_batch_size=32", "trainer.total_timesteps=64", "policy.agent.model.fc_dims=[8]",
-            "evaluation.eval_freq=1", "evaluation.num_episodes=2", "env.max_episode_steps=20"]
-TAG = ["env.num_taggers=1", "env.num_runners=3", "env.grid_length=2.0", "env.episode_length=8",
-       "env.num_other_agents_observed=2", "trainer.train_batch_size=32", "trainer.total_timesteps=32",
-       "policy.runner.model.fc_dims=[8]", "policy.tagger.model.fc_dims=[8]", "evaluation.eval_freq=0"]
+COMMON = [
+    "trainer.progress_bar=false",
+    "trainer.compile=false",
+    "trainer.accelerator=cpu",
+    "trainer.num_envs=4",
+]
+CARTPOLE = [
+    "trainer.train_batch_size=32",
+    "trainer.total_timesteps=64",
+    "policy.agent.model.fc_dims=[8]",
+    "evaluation.eval_freq=1",
+    "evaluation.num_episodes=2",
+    "env.max_episode_steps=20",
+]
+TAG = [
+    "env.num_taggers=1",
+    "env.num_runners=3",
+    "env.grid_length=2.0",
+    "env.episode_length=8",
+    "env.num_other_agents_observed=2",
+    "trainer.train_batch_size=32",
+    "trainer.total_timesteps=32",
+    "policy.runner.model.fc_dims=[8]",
+    "policy.tagger.model.fc_dims=[8]",
+    "evaluation.eval_freq=0",
+]
 
 
 def train(game: str, overrides: list[str], basedir) -> tuple[str, str]:
@@ -37,18 +57,36 @@ def tag_run(tmp_path_factory):
     return train("tag", TAG, tmp_path_factory.mktemp("tag"))
 
 
-def test_train_prints_the_folder_and_best_checkpoint_then_evaluate_and_render_cartpole(tmp_path, capsys):
+def test_train_prints_the_folder_and_best_checkpoint_then_evaluate_and_render_cartpole(
+    tmp_path, capsys
+):
     out, checkpoint = train("cartpole", CARTPOLE, tmp_path)
     folder = re.search(r"experiment folder: (\S+)", out).group(1)
     assert checkpoint == f"{folder}/ckpt/ckpt_best.pth.tar" and "best checkpoint: " in out
 
     report_path = tmp_path / "report.json"
-    assert cli.main(["evaluate", "cartpole", checkpoint, "--episodes", "3", "--seed", "5",
-                     "--json", str(report_path)]) == 0
+    assert (
+        cli.main(
+            [
+                "evaluate",
+                "cartpole",
+                checkpoint,
+                "--episodes",
+                "3",
+                "--seed",
+                "5",
+                "--json",
+                str(report_path),
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     report = json.loads(report_path.read_text())
     returns = report["policies"]["agent"]["returns"]
-    assert len(returns) == 3 and all(1 <= r <= 20 for r in returns)  # max_episode_steps=20 of the run
+    assert len(returns) == 3 and all(
+        1 <= r <= 20 for r in returns
+    )  # max_episode_steps=20 of the run
     assert f"agent: mean return {sum(returns) / 3:.2f}" in text
     assert "(CartPole-v1 reward threshold 475: not reached)" in text
     # The same seeds play the same episodes.
@@ -66,12 +104,17 @@ def test_train_prints_the_folder_and_best_checkpoint_then_evaluate_and_render_ca
 
 def test_evaluate_and_render_tag_from_a_cli_training_run(tag_run, tmp_path, capsys):
     out, checkpoint = tag_run
-    assert "no best checkpoint (no evaluation ran" in out and checkpoint.endswith("iteration_1.pth.tar")
+    assert "no best checkpoint (no evaluation ran" in out and checkpoint.endswith(
+        "iteration_1.pth.tar"
+    )
 
     assert cli.main(["evaluate", "tag", checkpoint, "--episodes", "2"]) == 0
     text = capsys.readouterr().out
-    ratio = re.search(r"tagger ratio \(trained taggers / random\): (\S+) \(target >= 1\.500\): "
-                      r"learning benchmark target (met|not met)", text)
+    ratio = re.search(
+        r"tagger ratio \(trained taggers / random\): (\S+) \(target >= 1\.500\): "
+        r"learning benchmark target (met|not met)",
+        text,
+    )
     assert ratio is not None and (ratio.group(2) == "met") == (float(ratio.group(1)) >= 1.5)
     assert "PASS" not in text and "FAIL" not in text
 
@@ -108,18 +151,33 @@ def test_results_message_without_any_checkpoint(tmp_path):
     (tmp_path / "ckpt").mkdir()
     for n in (2, 10):
         (tmp_path / "ckpt" / f"iteration_{n}.pth.tar").write_bytes(b"")
-    assert results_message(tmp_path).endswith(f"latest checkpoint: {tmp_path}/ckpt/iteration_10.pth.tar")
+    assert results_message(tmp_path).endswith(
+        f"latest checkpoint: {tmp_path}/ckpt/iteration_10.pth.tar"
+    )
 
 
 def test_evaluate_and_render_a_pendulum_checkpoint(tmp_path, capsys):
     """A continuous-action checkpoint rebuilds its Gaussian head: greedy torques, seeded episodes."""
-    overrides = ["trainer.train_batch_size=32", "trainer.total_timesteps=64", "policy.agent.model.fc_dims=[8]",
-                 "evaluation.eval_freq=1", "evaluation.num_episodes=2", "env.max_episode_steps=10"]
+    overrides = [
+        "trainer.train_batch_size=32",
+        "trainer.total_timesteps=64",
+        "policy.agent.model.fc_dims=[8]",
+        "evaluation.eval_freq=1",
+        "evaluation.num_episodes=2",
+        "env.max_episode_steps=10",
+    ]
     _, checkpoint = train("pendulum", overrides, tmp_path)
     report_path = tmp_path / "report.json"
-    assert cli.main(["evaluate", "pendulum", checkpoint, "--episodes", "2", "--json", str(report_path)]) == 0
+    assert (
+        cli.main(
+            ["evaluate", "pendulum", checkpoint, "--episodes", "2", "--json", str(report_path)]
+        )
+        == 0
+    )
     returns = json.loads(report_path.read_text())["policies"]["agent"]["returns"]
-    assert len(returns) == 2 and all(-10 * 16.3 <= r <= 0 for r in returns)  # 10 steps, cost <= 16.3 each
+    assert len(returns) == 2 and all(
+        -10 * 16.3 <= r <= 0 for r in returns
+    )  # 10 steps, cost <= 16.3 each
     assert "(Pendulum training target -250: " in capsys.readouterr().out
     assert evaluate_checkpoint(checkpoint, episodes=2, seed=0).returns["agent"] == returns
     video = tmp_path / "pendulum.gif"

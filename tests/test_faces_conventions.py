@@ -49,7 +49,9 @@ def test_max_cycles_truncates_and_leaves_episode_length_alone():
     env.reset(seed=1)
     for cycle in range(1, 4):
         live = list(env.agents)
-        _, _, terminations, truncations, _ = env.step({a: env.action_space(a).sample() for a in live})
+        _, _, terminations, truncations, _ = env.step(
+            {a: env.action_space(a).sample() for a in live}
+        )
         assert all(truncations[a] == (cycle == 3 and not terminations[a]) for a in live)
     assert env.agents == [] and any(truncations.values())
     assert env._game.episode_length == 50
@@ -105,7 +107,9 @@ def test_gym_make_of_tag_names_the_alternatives():
     with pytest.raises(gym.error.Error) as caught:
         gym.make("gpu_envs/Tag-v0")
     message = str(caught.value)
-    assert "gym.make_vec('gpu_envs/Tag-v0'" in message and "gpu_envs.tag_v0.parallel_env()" in message
+    assert (
+        "gym.make_vec('gpu_envs/Tag-v0'" in message and "gpu_envs.tag_v0.parallel_env()" in message
+    )
     assert "entry_point" not in message
 
 
@@ -131,12 +135,20 @@ def snippets() -> dict[str, str]:
 
 def test_every_library_has_a_snippet():
     titles = {name.rsplit(" #", 1)[0] for name in snippets()}
-    assert titles == {"gymnasium wrappers", "stable-baselines3", "TorchRL", "A CleanRL-style loop", "PettingZoo"}
+    assert titles == {
+        "gymnasium wrappers",
+        "stable-baselines3",
+        "TorchRL",
+        "A CleanRL-style loop",
+        "PettingZoo",
+    }
 
 
 @pytest.mark.parametrize("name", sorted(snippets()))
 def test_snippet_runs(name):
-    exec(compile(snippets()[name], f"{USING_WITH.name}: {name}", "exec"), {"__name__": "__snippet__"})
+    exec(
+        compile(snippets()[name], f"{USING_WITH.name}: {name}", "exec"), {"__name__": "__snippet__"}
+    )
 
 
 def test_wrapper_matrix_lists_every_gymnasium_vector_wrapper():

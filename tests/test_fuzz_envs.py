@@ -15,51 +15,86 @@ from __future__ import annotations
 import math
 import os
 import time
-import warnings
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, Phase, settings, strategies as st
-from hypothesis import given
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 
 import gpu_envs
 from gpu_envs import tag_params, tag_v0
 from gpu_envs.validation import is_int
 
-settings.register_profile("fuzz", max_examples=50, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-settings.register_profile("long", max_examples=300, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile(
+    "fuzz",
+    max_examples=50,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "long",
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 FUZZ = settings.get_profile("long" if os.environ.get("HYPOTHESIS_PROFILE") == "long" else "fuzz")
 #: For the xfail tests: stop at the first failing example (no shrinking).
 FUZZ_XFAIL = settings(FUZZ, phases=[Phase.explicit, Phase.reuse, Phase.generate])
 #: Bad layouts that a kernel without a layout check would read (no new kernel signature: no recompilation).
-SAME_SIGNATURE_LAYOUTS = [lambda shape, upper: np.zeros((shape[0] - 1, *shape[1:]), np.int64),
-                          lambda shape, upper: np.full(shape, 0.7, np.float32)]
+SAME_SIGNATURE_LAYOUTS = [
+    lambda shape, upper: np.zeros((shape[0] - 1, *shape[1:]), np.int64),
+    lambda shape, upper: np.full(shape, 0.7, np.float32),
+]
 #: A step (or reset, or construction) of these small configurations must finish within this.
 STEP_SECONDS = 20.0
 NAN, INF = float("nan"), float("inf")
 
 # ------------------------------------------------------------------------------ the bad-input catalogue
 #: (value, what the error must name) for seeds given to reset (any face).
-BAD_SEEDS = [(-1, "seed"), (2**63, "seed"), (2**64, "seed"), (1.5, "seed"), ("7", "seed"), (True, "seed"),
-             ([0, 2**63], "seed"), ([0.5, 1], "seed"), (NAN, "seed")]
+BAD_SEEDS = [
+    (-1, "seed"),
+    (2**63, "seed"),
+    (2**64, "seed"),
+    (1.5, "seed"),
+    ("7", "seed"),
+    (True, "seed"),
+    ([0, 2**63], "seed"),
+    ([0.5, 1], "seed"),
+    (NAN, "seed"),
+]
 #: Bad options['reset_mask'] for n envs: a function of n.
-BAD_MASKS = [lambda n: None, lambda n: np.ones(n + 1, bool), lambda n: np.ones(n, np.int64),
-             lambda n: torch.ones(n, dtype=torch.bool, device="meta"), lambda n: ["yes"] * n,
-             lambda n: torch.ones((n, 1), dtype=torch.bool)]
+BAD_MASKS = [
+    lambda n: None,
+    lambda n: np.ones(n + 1, bool),
+    lambda n: np.ones(n, np.int64),
+    lambda n: torch.ones(n, dtype=torch.bool, device="meta"),
+    lambda n: ["yes"] * n,
+    lambda n: torch.ones((n, 1), dtype=torch.bool),
+]
 #: Bad options['low'] / options['high'] for CartPole.
-BAD_BOUNDS = [(NAN, 0.05), (-0.05, NAN), (-INF, 0.05), (-0.05, INF), (0.1, -0.1), (-1e300, 1e300),
-              (-2.0**61, 0.0), ("0", 0.1)]
+BAD_BOUNDS = [
+    (NAN, 0.05),
+    (-0.05, NAN),
+    (-INF, 0.05),
+    (-0.05, INF),
+    (0.1, -0.1),
+    (-1e300, 1e300),
+    (-(2.0**61), 0.0),
+    ("0", 0.1),
+]
 #: Bad CartPole max_episode_steps.
 BAD_EPISODE_STEPS = ["10", 2**64, NAN, 1.5, -1, True, 2**31]
 #: Bad integer actions of shape `shape` whose entries must lie in 0..upper: functions of (shape, upper).
 BAD_ACTIONS = [
     lambda shape, upper: np.full(shape, upper + 1),
     lambda shape, upper: np.full(shape, -1),
-    lambda shape, upper: np.zeros((shape[0] - 1, *shape[1:]), np.int64) if shape[0] > 1 else np.zeros((2, *shape[1:]), np.int64),
+    lambda shape, upper: (
+        np.zeros((shape[0] - 1, *shape[1:]), np.int64)
+        if shape[0] > 1
+        else np.zeros((2, *shape[1:]), np.int64)
+    ),
     lambda shape, upper: np.zeros((*shape, 1), np.int64),
     lambda shape, upper: np.zeros(shape, np.float32),
     lambda shape, upper: np.full(shape, np.nan),
@@ -71,26 +106,49 @@ BAD_ACTIONS = [
 ]
 #: Tag parameters that must be refused: (overrides, the names the error may give).
 BAD_TAG_PARAMS = [
-    *[({"grid_length": v}, ("grid_length",)) for v in (1e-30, 2e19, 1e39, NAN, INF, -1.0, 0.0, "10", None)],
+    *[
+        ({"grid_length": v}, ("grid_length",))
+        for v in (1e-30, 2e19, 1e39, NAN, INF, -1.0, 0.0, "10", None)
+    ],
     *[({"max_speed": v}, ("max_speed",)) for v in (NAN, INF, 0.0, -1.0, 1e39)],
-    ({"skill_level_tagger": 1e39}, ("skill_level_tagger",)), ({"skill_level_runner": 0.0}, ("skill_level_runner",)),
+    ({"skill_level_tagger": 1e39}, ("skill_level_tagger",)),
+    ({"skill_level_runner": 0.0}, ("skill_level_runner",)),
     ({"max_speed": 1e38, "skill_level_runner": 4.0}, ("max_speed", "skill_level_runner")),
-    ({"max_acceleration": 3e38, "min_acceleration": -3e38}, ("max_acceleration", "min_acceleration")),
-    ({"max_acceleration": NAN}, ("max_acceleration",)), ({"min_acceleration": 2.0, "max_acceleration": 1.0}, ("min_acceleration",)),
-    ({"max_turn": 1e39}, ("max_turn",)), ({"min_turn": -1e39}, ("min_turn",)), ({"max_turn": INF}, ("max_turn",)),
+    (
+        {"max_acceleration": 3e38, "min_acceleration": -3e38},
+        ("max_acceleration", "min_acceleration"),
+    ),
+    ({"max_acceleration": NAN}, ("max_acceleration",)),
+    ({"min_acceleration": 2.0, "max_acceleration": 1.0}, ("min_acceleration",)),
+    ({"max_turn": 1e39}, ("max_turn",)),
+    ({"min_turn": -1e39}, ("min_turn",)),
+    ({"max_turn": INF}, ("max_turn",)),
     ({"num_acceleration_levels": 10**8}, ("num_acceleration_levels",)),
-    ({"num_turn_levels": 10**7}, ("num_turn_levels",)), ({"num_turn_levels": 1.5}, ("num_turn_levels",)),
-    ({"episode_length": 0}, ("episode_length",)), ({"episode_length": 2**31}, ("episode_length",)),
+    ({"num_turn_levels": 10**7}, ("num_turn_levels",)),
+    ({"num_turn_levels": 1.5}, ("num_turn_levels",)),
+    ({"episode_length": 0}, ("episode_length",)),
+    ({"episode_length": 2**31}, ("episode_length",)),
     ({"episode_length": 1.5}, ("episode_length",)),
-    ({"num_taggers": 0}, ("num_taggers",)), ({"num_runners": 1.5}, ("num_runners",)),
+    ({"num_taggers": 0}, ("num_taggers",)),
+    ({"num_runners": 1.5}, ("num_runners",)),
     ({"num_runners": 10**6, "use_full_observation": False}, ("num_runners",)),
     ({"num_other_agents_observed": 0}, ("num_other_agents_observed",)),
-    ({"tagging_distance": 1.5}, ("tagging_distance",)), ({"tagging_distance": 1e-50}, ("tagging_distance",)),
+    ({"tagging_distance": 1.5}, ("tagging_distance",)),
+    ({"tagging_distance": 1e-50}, ("tagging_distance",)),
     ({"tag_reward_for_tagger": 1e39}, ("tag_reward_for_tagger",)),
-    ({"edge_hit_penalty": -3e38, "tag_penalty_for_runner": -3e38}, ("edge_hit_penalty", "tag_penalty_for_runner")),
-    ({"step_reward_for_runner": 3e38, "end_of_game_reward_for_runner": 3e38}, ("step_reward_for_runner",)),
-    ({"seed": 2**63}, ("seed",)), ({"seed": -1}, ("seed",)), ({"reset_mode": "sometimes"}, ("reset_mode",)),
-    ({"observe_self": None}, ("observe_self",)), ({"use_full_observation": 1}, ("use_full_observation",)),
+    (
+        {"edge_hit_penalty": -3e38, "tag_penalty_for_runner": -3e38},
+        ("edge_hit_penalty", "tag_penalty_for_runner"),
+    ),
+    (
+        {"step_reward_for_runner": 3e38, "end_of_game_reward_for_runner": 3e38},
+        ("step_reward_for_runner",),
+    ),
+    ({"seed": 2**63}, ("seed",)),
+    ({"seed": -1}, ("seed",)),
+    ({"reset_mode": "sometimes"}, ("reset_mode",)),
+    ({"observe_self": None}, ("observe_self",)),
+    ({"use_full_observation": 1}, ("use_full_observation",)),
     ({"starting_location_x": [NAN] * 3}, ("starting_location_x",)),
     ({"starting_directions": [0.0]}, ("starting_directions",)),
 ]
@@ -98,19 +156,26 @@ BAD_TAG_PARAMS = [
 
 def count_bad_cases() -> int:
     """How many kinds of bad input the suite draws from (each face draws from several lists)."""
-    return sum(map(len, (BAD_SEEDS, BAD_MASKS, BAD_BOUNDS, BAD_EPISODE_STEPS, BAD_ACTIONS, BAD_TAG_PARAMS)))
+    return sum(
+        map(len, (BAD_SEEDS, BAD_MASKS, BAD_BOUNDS, BAD_EPISODE_STEPS, BAD_ACTIONS, BAD_TAG_PARAMS))
+    )
 
 
 @pytest.fixture(scope="module", autouse=True)
 def compiled_kernels():
     """Compile (or load) every kernel the faces use before the timed properties run: the bound is
     on stepping, not on numba's first compilation."""
-    for num_envs in (1, 2):
+    for num_envs in (1, 2, 3, 8):
         for dtype in ("float32", "float64"):
             env = gpu_envs.CartPoleVectorEnv(num_envs, dtype=dtype)
             env.reset(seed=0)
             env.step(np.zeros(num_envs, np.int64))
-        env = gpu_envs.TagEnv(num_envs, num_runners=3, use_full_observation=False, num_other_agents_observed=2)
+        game = gpu_envs.TagEnv(num_envs, num_runners=2)
+        game.reset(seed=0)
+        game.step(np.zeros((num_envs, 3, 2), np.int64))
+        env = gpu_envs.TagEnv(
+            num_envs, num_runners=3, use_full_observation=False, num_other_agents_observed=2
+        )
         env.reset(seed=0)
         env.step(np.zeros((num_envs, 4, 2), np.int64))
         env.reset(options={"reset_mask": np.ones(num_envs, np.bool_)})
@@ -121,7 +186,9 @@ def assert_clear_error(error: BaseException, names: tuple[str, ...]) -> None:
     """A ValueError/TypeError with a message naming one of ``names``."""
     assert isinstance(error, (ValueError, TypeError)), f"{type(error).__name__}: {error}"
     message = str(error)
-    assert message and any(name in message for name in names), f"message {message!r} names none of {names}"
+    assert message and any(name in message for name in names), (
+        f"message {message!r} names none of {names}"
+    )
 
 
 def assert_finite(*arrays, shapes=None) -> None:
@@ -130,7 +197,9 @@ def assert_finite(*arrays, shapes=None) -> None:
         if array.is_floating_point():
             assert bool(torch.isfinite(array).all()), f"output {i} is not finite: {array}"
         if shapes is not None:
-            assert tuple(array.shape) == tuple(shapes[i]), f"output {i}: shape {tuple(array.shape)} != {shapes[i]}"
+            assert tuple(array.shape) == tuple(shapes[i]), (
+                f"output {i}: shape {tuple(array.shape)} != {shapes[i]}"
+            )
 
 
 def timed(call, *args, **kwargs):
@@ -152,7 +221,9 @@ def attempt(names: tuple[str, ...] | None, call, *args, **kwargs):
 
 
 # ------------------------------------------------------------------------------ strategies
-def maybe_bad(good: st.SearchStrategy, bad: list, names: tuple[str, ...] | str, p_bad=True) -> st.SearchStrategy:
+def maybe_bad(
+    good: st.SearchStrategy, bad: list, names: tuple[str, ...] | str, p_bad=True
+) -> st.SearchStrategy:
     """(value, None) from ``good`` or (bad value, names) from ``bad``."""
     names = (names,) if isinstance(names, str) else names
     good_pairs = good.map(lambda v: (v, None))
@@ -162,26 +233,34 @@ def maybe_bad(good: st.SearchStrategy, bad: list, names: tuple[str, ...] | str, 
 
 
 def seeds(num_envs: int, bad=True) -> st.SearchStrategy:
-    good = st.one_of(st.none(), st.integers(0, 2**63 - num_envs),
-                     st.lists(st.integers(0, 2**63 - 1), min_size=num_envs, max_size=num_envs))
+    good = st.one_of(
+        st.none(),
+        st.integers(0, 2**63 - num_envs),
+        st.lists(st.integers(0, 2**63 - 1), min_size=num_envs, max_size=num_envs),
+    )
     pairs = st.sampled_from(BAD_SEEDS).map(lambda p: (p[0], (p[1],)))
     return st.one_of(good.map(lambda v: (v, None)), pairs) if bad else good.map(lambda v: (v, None))
 
 
 def masks(num_envs: int) -> st.SearchStrategy:
-    good = st.lists(st.booleans(), min_size=num_envs, max_size=num_envs).map(lambda v: np.array(v, bool))
+    good = st.lists(st.booleans(), min_size=num_envs, max_size=num_envs).map(
+        lambda v: np.array(v, bool)
+    )
     bad = st.sampled_from(BAD_MASKS).map(lambda make: (make(num_envs), ("reset_mask",)))
     return st.one_of(st.just((None, None)), good.map(lambda v: (v, None)), bad)
 
 
 def int_actions(shape: tuple[int, ...], upper: int, bad=True) -> st.SearchStrategy:
-    good = st.lists(st.integers(0, upper), min_size=math.prod(shape), max_size=math.prod(shape)).map(
-        lambda v: np.array(v, np.int64).reshape(shape))
+    good = st.lists(
+        st.integers(0, upper), min_size=math.prod(shape), max_size=math.prod(shape)
+    ).map(lambda v: np.array(v, np.int64).reshape(shape))
     good = st.one_of(good, good.map(torch.from_numpy), good.map(lambda a: a.astype(np.int32)))
     pairs = good.map(lambda v: (v, None))
     if not bad:
         return pairs
-    return st.one_of(pairs, st.sampled_from(BAD_ACTIONS).map(lambda make: (make(shape, upper), ("action",))))
+    return st.one_of(
+        pairs, st.sampled_from(BAD_ACTIONS).map(lambda make: (make(shape, upper), ("action",)))
+    )
 
 
 def floats32(low: float, high: float) -> st.SearchStrategy:
@@ -204,22 +283,29 @@ def tag_configs(draw, bad=True, max_agents=7, rows=False):
     n = num_taggers + num_runners
     k = draw(st.integers(1, n))
     params = {
-        "num_taggers": num_taggers, "num_runners": num_runners, "num_other_agents_observed": k,
-        "use_full_observation": draw(st.booleans()), "observe_self": draw(st.booleans()),
-        "runner_exits_game_after_tagged": draw(st.booleans()), "reset_mode": draw(st.sampled_from(["random", "fixed"])),
+        "num_taggers": num_taggers,
+        "num_runners": num_runners,
+        "num_other_agents_observed": k,
+        "use_full_observation": draw(st.booleans()),
+        "observe_self": draw(st.booleans()),
+        "runner_exits_game_after_tagged": draw(st.booleans()),
+        "reset_mode": draw(st.sampled_from(["random", "fixed"])),
         "grid_length": draw(st.one_of(st.floats(1e-3, 1e6), st.sampled_from(_float32_edges(k)))),
         "episode_length": draw(st.one_of(st.integers(1, 30), st.just(2**31 - 1))),
-        "num_acceleration_levels": draw(st.integers(0, 12)), "num_turn_levels": draw(st.integers(0, 12)),
+        "num_acceleration_levels": draw(st.integers(0, 12)),
+        "num_turn_levels": draw(st.integers(0, 12)),
         "tagging_distance": draw(st.one_of(st.just(0.0), st.floats(1e-3, 1.0))),
         "seed": draw(st.one_of(st.none(), st.integers(0, 2**63 - 64))),
     }
     huge = draw(st.booleans())  # the largest magnitudes the float32 rules allow
     params.update(
         max_speed=1e38 if huge else draw(st.floats(1e-3, 1e3)),
-        skill_level_tagger=draw(floats32(0.1, 1.5)), skill_level_runner=draw(floats32(0.1, 1.5)),
+        skill_level_tagger=draw(floats32(0.1, 1.5)),
+        skill_level_runner=draw(floats32(0.1, 1.5)),
         max_acceleration=1.7e38 if huge else draw(floats32(0.0, 1e3)),
         min_acceleration=-1.7e38 if huge else draw(floats32(-1e3, 0.0)),
-        max_turn=1e30 if huge else draw(floats32(0.0, 10.0)), min_turn=-1e30 if huge else draw(floats32(-10.0, 0.0)),
+        max_turn=1e30 if huge else draw(floats32(0.0, 10.0)),
+        min_turn=-1e30 if huge else draw(floats32(-10.0, 0.0)),
         edge_hit_penalty=-1e38 if huge else draw(floats32(-10.0, 0.0)),
         step_penalty_for_tagger=-1e38 if huge else draw(floats32(-1.0, 0.0)),
         tag_reward_for_tagger=1e37 if huge else draw(floats32(0.0, 10.0)),
@@ -230,26 +316,13 @@ def tag_configs(draw, bad=True, max_agents=7, rows=False):
     if rows:
         del params["observe_self"]
     if bad and draw(st.booleans()):
-        overrides, names = draw(st.sampled_from([case for case in BAD_TAG_PARAMS
-                                                 if not (rows and "observe_self" in case[0])]))
+        overrides, names = draw(
+            st.sampled_from(
+                [case for case in BAD_TAG_PARAMS if not (rows and "observe_self" in case[0])]
+            )
+        )
         return {**params, **overrides}, names
     return params, None
-
-
-# ------------------------------------------------------------------------------ warm-up (compilation is not timed)
-@pytest.fixture(scope="module", autouse=True)
-def compiled_kernels():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for dtype in (torch.float32, torch.float64):
-            for n in (1, 8):
-                env = gpu_envs.CartPoleVectorEnv(n, dtype=dtype)
-                env.reset(seed=0)
-                env.step(np.zeros(n, np.int64))
-        for n in (1, 3):
-            game = gpu_envs.TagEnv(n, num_runners=2)
-            game.reset(seed=0)
-            game.step(np.zeros((n, 3, 2), np.int64))
 
 
 # ------------------------------------------------------------------------------ CartPole faces
@@ -267,11 +340,15 @@ def _cartpole_vector_session(data, env, n, *, bad_bounds: bool, disabled: bool):
             options = {} if mask is None and mask_names is None else {"reset_mask": mask}
             bounds_names = None
             if bad_bounds:
-                (low, high), bounds_names = data.draw(maybe_bad(st.just((-0.05, 0.05)), BAD_BOUNDS, ("low", "high")))
+                (low, high), bounds_names = data.draw(
+                    maybe_bad(st.just((-0.05, 0.05)), BAD_BOUNDS, ("low", "high"))
+                )
                 options.update(low=low, high=high)
             names = seed_names or mask_names or bounds_names
             if bool(seed_names) + bool(mask_names) + bool(bounds_names) > 1:
-                names = tuple(x for group in (seed_names, mask_names, bounds_names) if group for x in group)
+                names = tuple(
+                    x for group in (seed_names, mask_names, bounds_names) if group for x in group
+                )
             result = attempt(names, env.reset, seed=seed, options=options)
             if result is not None:
                 assert_finite(result[0], shapes=[(n, 4)])
@@ -289,8 +366,11 @@ def _cartpole_vector_session(data, env, n, *, bad_bounds: bool, disabled: bool):
 def test_cartpole_make_vec(data):
     n = data.draw(st.integers(1, 9), label="num_envs")
     mode = data.draw(st.sampled_from(CARTPOLE_MODES), label="autoreset_mode")
-    kwargs = dict(dtype=data.draw(st.sampled_from(["float32", "float64", None])), autoreset_mode=mode,
-                  sutton_barto_reward=data.draw(st.booleans()))
+    kwargs = dict(
+        dtype=data.draw(st.sampled_from(["float32", "float64", None])),
+        autoreset_mode=mode,
+        sutton_barto_reward=data.draw(st.booleans()),
+    )
     env = attempt(None, gym.make_vec, "gpu_envs/CartPole-v1", num_envs=n, **kwargs)
     _cartpole_vector_session(data, env, n, bad_bounds=False, disabled=mode == "disabled")
 
@@ -298,7 +378,13 @@ def test_cartpole_make_vec(data):
 @FUZZ_XFAIL
 @given(value=st.sampled_from(BAD_EPISODE_STEPS))
 def test_cartpole_bad_max_episode_steps(value):
-    attempt(("max_episode_steps",), gym.make_vec, "gpu_envs/CartPole-v1", num_envs=2, max_episode_steps=value)
+    attempt(
+        ("max_episode_steps",),
+        gym.make_vec,
+        "gpu_envs/CartPole-v1",
+        num_envs=2,
+        max_episode_steps=value,
+    )
 
 
 @FUZZ_XFAIL
@@ -325,8 +411,13 @@ def test_cartpole_make_single(data):
     env = gym.make("gpu_envs/CartPole-v1")
     attempt(None, env.reset, seed=data.draw(st.integers(0, 2**63 - 1)))
     for _ in range(data.draw(st.integers(1, 6), label="operations")):
-        action, names = data.draw(maybe_bad(st.sampled_from([0, 1, np.int64(1)]),
-                                            [2, -1, 0.5, "a", None, np.array([0, 1]), NAN], "action"))
+        action, names = data.draw(
+            maybe_bad(
+                st.sampled_from([0, 1, np.int64(1)]),
+                [2, -1, 0.5, "a", None, np.array([0, 1]), NAN],
+                "action",
+            )
+        )
         result = attempt(names, env.step, action)
         if result is not None:
             assert_finite(result[0], shapes=[(4,)])
@@ -337,7 +428,9 @@ def test_cartpole_make_single(data):
         if data.draw(st.booleans()):
             mask, mask_names = data.draw(masks(1))
             options = None if mask is None and mask_names is None else {"reset_mask": mask}
-            result = attempt(mask_names, env.reset, seed=seed if isinstance(seed, int) else None, options=options)
+            result = attempt(
+                mask_names, env.reset, seed=seed if isinstance(seed, int) else None, options=options
+            )
             if result is not None:
                 assert_finite(result[0], shapes=[(4,)])
 
@@ -395,7 +488,9 @@ def test_tag_batch_whose_step_takes_minutes_is_refused():
     # 20 games x 50k agents, partial observation: ~125 s a step on one core (and as long for reset);
     # small buffers (only construction runs here).
     with pytest.raises(ValueError, match="num_envs"):
-        gpu_envs.TagEnv(20, num_runners=49_999, use_full_observation=False, num_other_agents_observed=1)
+        gpu_envs.TagEnv(
+            20, num_runners=49_999, use_full_observation=False, num_other_agents_observed=1
+        )
 
 
 @FUZZ
@@ -421,16 +516,22 @@ def test_tag_parallel_env(data):
         names = None
         if data.draw(st.booleans(), label="bad?"):
             agent = data.draw(st.sampled_from(env.agents))
-            kind = data.draw(st.sampled_from(["missing", "extra", "high", "negative", "shape", "float", "none"]))
+            kind = data.draw(
+                st.sampled_from(["missing", "extra", "high", "negative", "shape", "float", "none"])
+            )
             names = (agent,) if kind != "extra" else ("not in the game",)
             if kind == "missing":
                 del actions[agent]
             elif kind == "extra":
                 actions["runner_999"] = np.zeros(2, np.int64)
             else:
-                actions[agent] = {"high": np.array([10**6, 0]), "negative": np.array([-1, 0]),
-                                  "shape": np.zeros(3, np.int64), "float": np.array([0.5, 0.0]),
-                                  "none": None}[kind]
+                actions[agent] = {
+                    "high": np.array([10**6, 0]),
+                    "negative": np.array([-1, 0]),
+                    "shape": np.zeros(3, np.int64),
+                    "float": np.array([0.5, 0.0]),
+                    "none": None,
+                }[kind]
         result = attempt(names, env.step, actions)
         if result is not None:
             obs, rewards = result[0], result[1]
@@ -473,7 +574,9 @@ def test_sb3_adapter(data):
     if venv is None:
         return
     # SB3's own VecEnv.seed adds the env index to the seed (non-ints: see test_sb3_adapter_non_int_seed).
-    seed, seed_names = data.draw(seeds(games).filter(lambda p: p[0] is None or is_int(p[0])), label="seed")
+    seed, seed_names = data.draw(
+        seeds(games).filter(lambda p: p[0] is None or is_int(p[0])), label="seed"
+    )
     venv.seed(seed)
     obs = attempt(seed_names, venv.reset)
     if obs is None:
@@ -484,8 +587,12 @@ def test_sb3_adapter(data):
     upper = 1 if not tag else int(min(venv.action_space.nvec)) - 1
     for _ in range(data.draw(st.integers(1, 3), label="steps")):
         # SB3 hands NumPy arrays (None and meta tensors: see test_sb3_adapter_actions_that_are_not_arrays).
-        actions, names = data.draw(int_actions(shape, upper).filter(
-            lambda p: p[0] is not None and not (isinstance(p[0], torch.Tensor) and p[0].is_meta)), label="actions")
+        actions, names = data.draw(
+            int_actions(shape, upper).filter(
+                lambda p: p[0] is not None and not (isinstance(p[0], torch.Tensor) and p[0].is_meta)
+            ),
+            label="actions",
+        )
         if isinstance(actions, torch.Tensor):
             actions = actions.numpy()
         result = attempt(names, venv.step, actions)
@@ -524,8 +631,13 @@ def test_torchrl_envs(data):
     if env is None:
         return
     # Non-negative ints only: TorchRL's set_seed handles the rest itself (see test_torchrl_negative_seed).
-    seed, seed_names = data.draw(st.one_of(st.integers(0, 2**63 - n).map(lambda v: (v, None)),
-                                           st.sampled_from([(2**63, ("seed",)), (2**64, ("seed",))])), label="seed")
+    seed, seed_names = data.draw(
+        st.one_of(
+            st.integers(0, 2**63 - n).map(lambda v: (v, None)),
+            st.sampled_from([(2**63, ("seed",)), (2**64, ("seed",))]),
+        ),
+        label="seed",
+    )
     try:
         env.set_seed(seed)
         td = env.reset()
@@ -555,5 +667,13 @@ def test_torchrl_negative_seed():
 
 
 def test_the_catalogue_is_counted():
-    assert count_bad_cases() == len(BAD_SEEDS) + len(BAD_MASKS) + len(BAD_BOUNDS) + len(BAD_EPISODE_STEPS) \
-        + len(BAD_ACTIONS) + len(BAD_TAG_PARAMS) > 80
+    assert (
+        count_bad_cases()
+        == len(BAD_SEEDS)
+        + len(BAD_MASKS)
+        + len(BAD_BOUNDS)
+        + len(BAD_EPISODE_STEPS)
+        + len(BAD_ACTIONS)
+        + len(BAD_TAG_PARAMS)
+        > 80
+    )

@@ -26,8 +26,9 @@ def double(x):
 DIRECT = {
     "ClipReward": lambda env: V.ClipReward(env, -0.5, 0.5),
     "TransformReward": lambda env: V.TransformReward(env, double),
-    "VectorizeTransformReward": lambda env: V.VectorizeTransformReward(env, gym.wrappers.TransformReward,
-                                                                       func=double),
+    "VectorizeTransformReward": lambda env: V.VectorizeTransformReward(
+        env, gym.wrappers.TransformReward, func=double
+    ),
     "TransformObservation": lambda env: V.TransformObservation(env, double),
     "TransformAction": lambda env: V.TransformAction(env, lambda a: 1 - a),
     "DictInfoToList": V.DictInfoToList,
@@ -38,17 +39,27 @@ CONVERTED = {
     "NormalizeObservation": V.NormalizeObservation,
     "NormalizeReward": V.NormalizeReward,
     "VectorizeTransformObservation": lambda env: V.VectorizeTransformObservation(
-        env, gym.wrappers.TransformObservation, func=double, observation_space=env.single_observation_space),
+        env,
+        gym.wrappers.TransformObservation,
+        func=double,
+        observation_space=env.single_observation_space,
+    ),
     "VectorizeTransformAction": lambda env: V.VectorizeTransformAction(
-        env, gym.wrappers.TransformAction, func=lambda a: 1 - a, action_space=env.single_action_space),
+        env,
+        gym.wrappers.TransformAction,
+        func=lambda a: 1 - a,
+        action_space=env.single_action_space,
+    ),
     "DtypeObservation": lambda env: V.DtypeObservation(env, np.float64),
     "ReshapeObservation": lambda env: V.ReshapeObservation(env, (2, 2)),
     "FlattenObservation": V.FlattenObservation,
 }
 # Wrappers that need gymnasium[other] (moviepy, opencv); they run through ArrayConversion.
 OPTIONAL = {
-    "RecordVideo": ("moviepy", lambda env, tmp_path: V.RecordVideo(env, str(tmp_path),
-                                                                   episode_trigger=lambda i: i == 0)),
+    "RecordVideo": (
+        "moviepy",
+        lambda env, tmp_path: V.RecordVideo(env, str(tmp_path), episode_trigger=lambda i: i == 0),
+    ),
     "HumanRendering": ("cv2", lambda env, tmp_path: V.HumanRendering(env)),
 }
 NOT_APPLICABLE = {
@@ -105,7 +116,9 @@ def test_optional_wrapper_steps_through_array_conversion(name, tmp_path, monkeyp
     module, factory = OPTIONAL[name]
     pytest.importorskip(module)
     monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
-    env = factory(ArrayConversion(make_env(render_mode="rgb_array"), env_xp=torch, target_xp=np), tmp_path)
+    env = factory(
+        ArrayConversion(make_env(render_mode="rgb_array"), env_xp=torch, target_xp=np), tmp_path
+    )
     obs = run(env, 10, lambda a: a)[-1][0]
     assert obs.shape == (NUM_ENVS, 4)
     env.close()
@@ -119,6 +132,7 @@ def test_numpy_wrappers_fail_directly_on_torch_tensors():
 
 
 # ----------------------------------------------------------------- torch-native normalizers
+
 
 def paired_runs(ours, theirs, steps: int = 150, **env_kwargs):
     """The same actions through our wrapper (torch) and gymnasium's (through ArrayConversion)."""
@@ -135,14 +149,18 @@ def test_normalize_observation_matches_gymnasium():
     for g, w in zip(got, want):
         assert g[0].dtype == torch.float32
         np.testing.assert_allclose(g[0].numpy(), w[0], rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(mine.obs_rms.mean.numpy(), reference.obs_rms.mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        mine.obs_rms.mean.numpy(), reference.obs_rms.mean, rtol=1e-5, atol=1e-6
+    )
     np.testing.assert_allclose(mine.obs_rms.var.numpy(), reference.obs_rms.var, rtol=1e-5)
     assert float(mine.obs_rms.count) == pytest.approx(reference.obs_rms.count)
 
 
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
 def test_normalize_reward_matches_gymnasium(mode):
-    mine, reference, got, want = paired_runs(NormalizeReward, V.NormalizeReward, autoreset_mode=mode)
+    mine, reference, got, want = paired_runs(
+        NormalizeReward, V.NormalizeReward, autoreset_mode=mode
+    )
     assert any(bool(g[2].any()) for g in got[1:]), "the run must contain episode ends"
     for g, w in zip(got[1:], want[1:]):
         np.testing.assert_allclose(g[1].numpy(), w[1], rtol=1e-5)
@@ -158,7 +176,9 @@ def test_frozen_statistics_stay_put():
     before = (env.return_rms.var.clone(), env.env.obs_rms.mean.clone())
     for _ in range(5):
         env.step(torch.ones(NUM_ENVS, dtype=torch.int64))
-    assert torch.equal(env.return_rms.var, before[0]) and torch.equal(env.env.obs_rms.mean, before[1])
+    assert torch.equal(env.return_rms.var, before[0]) and torch.equal(
+        env.env.obs_rms.mean, before[1]
+    )
 
 
 def test_partial_reset_takes_in_only_the_reset_rows():
@@ -177,8 +197,13 @@ def test_parameters_are_checked():
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.lists(st.lists(st.tuples(st.floats(-1e3, 1e3), st.booleans()), min_size=1, max_size=6),
-                min_size=1, max_size=5))
+@given(
+    st.lists(
+        st.lists(st.tuples(st.floats(-1e3, 1e3), st.booleans()), min_size=1, max_size=6),
+        min_size=1,
+        max_size=5,
+    )
+)
 def test_running_mean_std_matches_gymnasium_on_masked_batches(batches):
     mine, reference = RunningMeanStd((), torch.device("cpu")), GymRunningMeanStd(shape=())
     for batch in batches:

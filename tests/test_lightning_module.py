@@ -6,17 +6,34 @@ import torch
 
 import gpu_envs
 from gpu_envs.trainers.config import ConfigError, RunConfig, apply_overrides
-from gpu_envs.trainers.lightning_module import EnvResetCallback, PerfStatsCallback, TagLightningModule
+from gpu_envs.trainers.lightning_module import (
+    EnvResetCallback,
+    PerfStatsCallback,
+    TagLightningModule,
+)
 from gpu_envs.trainers.presets import preset
 
 # 2 games of 10 steps, a rollout of 5 steps per game: two iterations (epochs) make one episode.
 # The tagger trains with PPO (2 epochs x 2 minibatches), the runner with the preset's A2C.
-TINY = ["env.num_taggers=2", "env.num_runners=5", "env.grid_length=2.0", "env.episode_length=10",
-        "env.tagging_distance=0.25", "env.num_other_agents_observed=3", "trainer.num_envs=2",
-        "trainer.train_batch_size=10", "trainer.num_episodes=2", "trainer.accelerator=cpu",
-        "policy.runner.model.fc_dims=[16,16]", "policy.tagger.model.fc_dims=[16,16]",
-        "policy.tagger.algorithm=PPO", "policy.tagger.update_epochs=2", "policy.tagger.num_minibatches=2",
-        "saving.metrics_log_freq=1", "evaluation.eval_freq=0"]
+TINY = [
+    "env.num_taggers=2",
+    "env.num_runners=5",
+    "env.grid_length=2.0",
+    "env.episode_length=10",
+    "env.tagging_distance=0.25",
+    "env.num_other_agents_observed=3",
+    "trainer.num_envs=2",
+    "trainer.train_batch_size=10",
+    "trainer.num_episodes=2",
+    "trainer.accelerator=cpu",
+    "policy.runner.model.fc_dims=[16,16]",
+    "policy.tagger.model.fc_dims=[16,16]",
+    "policy.tagger.algorithm=PPO",
+    "policy.tagger.update_epochs=2",
+    "policy.tagger.num_minibatches=2",
+    "saving.metrics_log_freq=1",
+    "evaluation.eval_freq=0",
+]
 
 
 def _run_config() -> dict:
@@ -24,7 +41,9 @@ def _run_config() -> dict:
 
 
 def _env(run_config: dict) -> gpu_envs.TagEnv:
-    return gpu_envs.TagEnv(num_envs=run_config["trainer"]["num_envs"], device="cpu", **run_config["env"])
+    return gpu_envs.TagEnv(
+        num_envs=run_config["trainer"]["num_envs"], device="cpu", **run_config["env"]
+    )
 
 
 def _params(module: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -35,34 +54,63 @@ def test_two_epochs_train_both_policies_and_log_their_metrics(capsys, tmp_path):
     run_config = _run_config()
     env = _env(run_config)
     policy_tag_to_agent_id_map = {"tagger": list(env.taggers), "runner": list(env.runners)}
-    module = TagLightningModule(env=env, config=run_config, policy_tag_to_agent_id_map=policy_tag_to_agent_id_map)
+    module = TagLightningModule(
+        env=env, config=run_config, policy_tag_to_agent_id_map=policy_tag_to_agent_id_map
+    )
     before = {tag: _params(policy) for tag, policy in module.policies.items()}
-    num_epochs = (run_config["trainer"]["num_episodes"] * run_config["env"]["episode_length"]
-                  / run_config["trainer"]["train_batch_size"])
+    num_epochs = (
+        run_config["trainer"]["num_episodes"]
+        * run_config["env"]["episode_length"]
+        / run_config["trainer"]["train_batch_size"]
+    )
     assert num_epochs == module.num_iterations == 2
-    trainer = pl.Trainer(accelerator="cpu", devices=1, callbacks=[EnvResetCallback(), PerfStatsCallback()],
-                         max_epochs=num_epochs, log_every_n_steps=1, reload_dataloaders_every_n_epochs=1,
-                         enable_checkpointing=False, logger=False, enable_progress_bar=False,
-                         enable_model_summary=False, default_root_dir=tmp_path)
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        callbacks=[EnvResetCallback(), PerfStatsCallback()],
+        max_epochs=num_epochs,
+        log_every_n_steps=1,
+        reload_dataloaders_every_n_epochs=1,
+        enable_checkpointing=False,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
     trainer.fit(module)
 
     assert module.iteration == 2 and module.env_step == 2 * 10
     metrics = trainer.callback_metrics
     for tag in ("tagger", "runner"):
-        for name in ("Total loss", "Policy loss", "Value function loss", "Mean entropy", "Gradient norm",
-                     "Learning rate", "Current timestep"):
+        for name in (
+            "Total loss",
+            "Policy loss",
+            "Value function loss",
+            "Mean entropy",
+            "Gradient norm",
+            "Learning rate",
+            "Current timestep",
+        ):
             assert torch.isfinite(metrics[f"{tag}/{name}"]), (tag, name)
         assert float(metrics[f"{tag}/Current timestep"]) == 20.0
         after = _params(module.policies[tag])
-        assert any(not torch.equal(before[tag][k], after[k]) for k in after), f"{tag} weights did not change"
+        assert any(not torch.equal(before[tag][k], after[k]) for k in after), (
+            f"{tag} weights did not change"
+        )
     # Linear annealing over num_iterations: iteration 2 of 2 runs at half the configured rate.
     assert float(metrics["runner/Learning rate"]) == pytest.approx(0.005 / 2)
     assert float(metrics["tagger/Learning rate"]) == pytest.approx(0.002 / 2)
     assert float(metrics["perf/Mean env-steps per sec (total)"]) > 0
     out = capsys.readouterr().out
-    assert out.count("Metrics for policy 'tagger'") == 2 and out.count("Metrics for policy 'runner'") == 2
+    assert (
+        out.count("Metrics for policy 'tagger'") == 2
+        and out.count("Metrics for policy 'runner'") == 2
+    )
     assert out.count("Speed performance stats") == 2
-    assert "Mean env. step time per iter (ms)" in out and "Iteration                               :      2 / 2" in out
+    assert (
+        "Mean env. step time per iter (ms)" in out
+        and "Iteration                               :      2 / 2" in out
+    )
 
     module.close()
     assert env._tensors is None  # the env's buffers are released
@@ -73,28 +121,42 @@ def test_two_epochs_train_both_policies_and_log_their_metrics(capsys, tmp_path):
 def test_a_typed_config_and_the_default_agent_map_are_accepted():
     config = RunConfig.from_dict(_run_config())
     module = TagLightningModule(env=_env(config.to_dict()), config=config)
-    assert module.groups[0].agents == slice(2, 7) and module.groups[1].agents == slice(0, 2)  # runner, tagger
+    assert module.groups[0].agents == slice(2, 7) and module.groups[1].agents == slice(
+        0, 2
+    )  # runner, tagger
 
 
 def test_training_without_the_reset_callback_names_it():
     run_config = _run_config()
     module = TagLightningModule(env=_env(run_config), config=run_config)
-    trainer = pl.Trainer(accelerator="cpu", devices=1, max_epochs=1, logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False)
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_epochs=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     with pytest.raises(RuntimeError, match="EnvResetCallback"):
         trainer.fit(module)
 
 
-@pytest.mark.parametrize("agent_map, message", [
-    ({"tagger": [0, 1]}, "policies"),
-    ({"tagger": [0, 1, 2], "runner": [2, 3, 4, 5, 6]}, "both"),
-    ({"tagger": [0, 1], "runner": [2, 3, 4, 5]}, "no policy"),
-    ({"tagger": [0, 1], "runner": [2, 3, 4, 5, 6, 7]}, "not agent ids"),
-])
+@pytest.mark.parametrize(
+    "agent_map, message",
+    [
+        ({"tagger": [0, 1]}, "policies"),
+        ({"tagger": [0, 1, 2], "runner": [2, 3, 4, 5, 6]}, "both"),
+        ({"tagger": [0, 1], "runner": [2, 3, 4, 5]}, "no policy"),
+        ({"tagger": [0, 1], "runner": [2, 3, 4, 5, 6, 7]}, "not agent ids"),
+    ],
+)
 def test_a_bad_agent_map_is_refused(agent_map, message):
     run_config = _run_config()
     with pytest.raises(ValueError, match=message):
-        TagLightningModule(env=_env(run_config), config=run_config, policy_tag_to_agent_id_map=agent_map)
+        TagLightningModule(
+            env=_env(run_config), config=run_config, policy_tag_to_agent_id_map=agent_map
+        )
 
 
 def test_env_and_config_must_agree_on_the_number_of_games():
@@ -105,25 +167,49 @@ def test_env_and_config_must_agree_on_the_number_of_games():
 
 
 def test_a_frozen_policy_keeps_its_weights_while_the_other_learns_through_its_compiled_loss():
-    run_config = apply_overrides(_run_config(), ["policy.runner.to_train=false", "trainer.compile=true"])
+    run_config = apply_overrides(
+        _run_config(), ["policy.runner.to_train=false", "trainer.compile=true"]
+    )
     module = TagLightningModule(env=_env(run_config), config=run_config, verbose=False)
     before = {tag: _params(policy) for tag, policy in module.policies.items()}
-    trainer = pl.Trainer(accelerator="cpu", devices=1, callbacks=[EnvResetCallback()], max_epochs=2,
-                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False)
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        callbacks=[EnvResetCallback()],
+        max_epochs=2,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     trainer.fit(module)
-    assert all(torch.equal(before["runner"][k], v) for k, v in _params(module.policies["runner"]).items())
-    assert any(not torch.equal(before["tagger"][k], v) for k, v in _params(module.policies["tagger"]).items())
+    assert all(
+        torch.equal(before["runner"][k], v) for k, v in _params(module.policies["runner"]).items()
+    )
+    assert any(
+        not torch.equal(before["tagger"][k], v)
+        for k, v in _params(module.policies["tagger"]).items()
+    )
     assert torch.isnan(trainer.callback_metrics["runner/Total loss"])
-    assert {group.tag: group.loss_fn is not None for group in module.groups} == {"tagger": True, "runner": False}
+    assert {group.tag: group.loss_fn is not None for group in module.groups} == {
+        "tagger": True,
+        "runner": False,
+    }
     module.close()
 
 
 def test_a_fractional_max_epochs_is_refused_by_name():
     run_config = _run_config()
     module = TagLightningModule(env=_env(run_config), config=run_config)
-    trainer = pl.Trainer(accelerator="cpu", devices=1, callbacks=[EnvResetCallback()], max_epochs=1.5,
-                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False)
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        callbacks=[EnvResetCallback()],
+        max_epochs=1.5,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     with pytest.raises(ValueError, match="max_epochs=1.5 is not a whole number"):
         trainer.fit(module)

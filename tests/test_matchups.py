@@ -12,20 +12,45 @@ from gpu_envs.tag import TagEnv
 from gpu_envs.trainers import load_policy
 from gpu_envs.trainers.checkpoint import load_checkpoint, save_checkpoint
 from gpu_envs.trainers.matchups import (
-    MATCHUPS, MatchupReport, MatchupResult, TeamPolicy, count_tags, evaluate_matchups, load_tag_checkpoint,
+    MATCHUPS,
+    MatchupReport,
+    MatchupResult,
+    TeamPolicy,
+    count_tags,
+    evaluate_matchups,
+    load_tag_checkpoint,
 )
 from gpu_envs.trainers.policy import greedy_actions
 
-SMALL_TAG = ["env.num_taggers=2", "env.num_runners=6", "env.grid_length=2.0", "env.episode_length=12",
-             "env.tagging_distance=0.25", "env.num_other_agents_observed=3", "trainer.num_envs=4",
-             "trainer.train_batch_size=48", "trainer.total_timesteps=48", "trainer.progress_bar=false",
-             "trainer.accelerator=cpu", "policy.runner.model.fc_dims=[8]", "policy.tagger.model.fc_dims=[8]",
-             "evaluation.eval_freq=0"]
+SMALL_TAG = [
+    "env.num_taggers=2",
+    "env.num_runners=6",
+    "env.grid_length=2.0",
+    "env.episode_length=12",
+    "env.tagging_distance=0.25",
+    "env.num_other_agents_observed=3",
+    "trainer.num_envs=4",
+    "trainer.train_batch_size=48",
+    "trainer.total_timesteps=48",
+    "trainer.progress_bar=false",
+    "trainer.accelerator=cpu",
+    "policy.runner.model.fc_dims=[8]",
+    "policy.tagger.model.fc_dims=[8]",
+    "evaluation.eval_freq=0",
+]
 # A still world (no acceleration): tagger 0 at the centre, runners 1 and 2 within tagging distance
 # (0.1 * 10 = 1), runner 3 far away. Step 1 tags runners 1 and 2, and runner 3 is never tagged.
-STILL = dict(num_taggers=1, num_runners=3, grid_length=10.0, episode_length=20, tagging_distance=0.1,
-             min_acceleration=0.0, max_acceleration=0.0, starting_location_x=[5.0, 5.0, 5.5, 9.0],
-             starting_location_y=[5.0, 5.5, 5.0, 9.0])
+STILL = dict(
+    num_taggers=1,
+    num_runners=3,
+    grid_length=10.0,
+    episode_length=20,
+    tagging_distance=0.1,
+    min_acceleration=0.0,
+    max_acceleration=0.0,
+    starting_location_x=[5.0, 5.0, 5.5, 9.0],
+    starting_location_y=[5.0, 5.5, 5.0, 9.0],
+)
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +61,9 @@ def checkpoint(tmp_path_factory):
     from gpu_envs.trainers.presets import preset
 
     basedir = tmp_path_factory.mktemp("run")
-    config = RunConfig.from_dict(apply_overrides(preset("tag"), SMALL_TAG + [f"saving.basedir={basedir}"]))
+    config = RunConfig.from_dict(
+        apply_overrides(preset("tag"), SMALL_TAG + [f"saving.basedir={basedir}"])
+    )
     summary = train(config)
     return f"{summary['experiment']}/ckpt/iteration_1.pth.tar"
 
@@ -52,14 +79,24 @@ def test_tags_of_a_still_world_are_counted_once(autoreset):
     assert count_tags(env, random_policy(), seed=0).tolist() == [2, 2, 2]
     # Runner 3 within reach too: every game ends at step 1; the steps after it (frozen games with
     # their last tag counts, or reset games tagging again) must not count.
-    caught = dict(STILL, starting_location_x=[5.0, 5.0, 5.5, 5.5], starting_location_y=[5.0, 5.5, 5.0, 5.5])
+    caught = dict(
+        STILL, starting_location_x=[5.0, 5.0, 5.5, 5.5], starting_location_y=[5.0, 5.5, 5.0, 5.5]
+    )
     env = TagEnv(3, autoreset_mode=autoreset, validate_actions=False, **caught)
     assert count_tags(env, random_policy(), seed=0).tolist() == [3, 3, 3]
 
 
 def test_tags_equal_the_runners_that_left_the_game():
-    env = TagEnv(16, autoreset_mode="disabled", validate_actions=False, num_taggers=2, num_runners=6,
-                 grid_length=2.0, episode_length=12, tagging_distance=0.25)
+    env = TagEnv(
+        16,
+        autoreset_mode="disabled",
+        validate_actions=False,
+        num_taggers=2,
+        num_runners=6,
+        grid_length=2.0,
+        episode_length=12,
+        tagging_distance=0.25,
+    )
     tags = count_tags(env, random_policy(), seed=3)
     left = env.num_runners - env.team_view(env.active, "runner").sum(-1)
     assert torch.equal(tags, left)
@@ -67,8 +104,16 @@ def test_tags_equal_the_runners_that_left_the_game():
 
 
 def test_random_vs_random_is_deterministic_for_a_seed():
-    env = TagEnv(16, autoreset_mode="disabled", validate_actions=False, num_taggers=2, num_runners=6,
-                 grid_length=2.0, episode_length=12, tagging_distance=0.25)
+    env = TagEnv(
+        16,
+        autoreset_mode="disabled",
+        validate_actions=False,
+        num_taggers=2,
+        num_runners=6,
+        grid_length=2.0,
+        episode_length=12,
+        tagging_distance=0.25,
+    )
     first = count_tags(env, random_policy(5), seed=5)
     assert torch.equal(first, count_tags(env, random_policy(5), seed=5))
     assert not torch.equal(first, count_tags(env, random_policy(6), seed=6))
@@ -108,16 +153,29 @@ def test_matchups_are_deterministic_and_ratios_come_from_the_table(checkpoint):
     assert all(len(r.tags) == 8 for r in report.results)
     assert report.to_dict() == evaluate_matchups(checkpoint, episodes=8, seed=2).to_dict()
     means = {(r.taggers, r.runners): sum(r.tags) / 8 for r in report.results}
-    assert report.tagger_ratio == pytest.approx(means["trained", "random"] / means["random", "random"])
-    assert report.runner_ratio == pytest.approx(means["random", "trained"] / means["random", "random"])
+    assert report.tagger_ratio == pytest.approx(
+        means["trained", "random"] / means["random", "random"]
+    )
+    assert report.runner_ratio == pytest.approx(
+        means["random", "trained"] / means["random", "random"]
+    )
     # The same start states and random draws: random vs random equals a plain random-policy run.
-    env = TagEnv(8, autoreset_mode="disabled", validate_actions=False, **load_tag_checkpoint(checkpoint).env_params)
+    env = TagEnv(
+        8,
+        autoreset_mode="disabled",
+        validate_actions=False,
+        **load_tag_checkpoint(checkpoint).env_params,
+    )
     assert count_tags(env, random_policy(2), seed=2).tolist() == report.results[0].tags
 
 
 def test_report_ratios_targets_and_table():
-    results = (MatchupResult("random", "random", [2, 2]), MatchupResult("trained", "random", [3, 3]),
-               MatchupResult("random", "trained", [1, 2]), MatchupResult("trained", "trained", [0, 0]))
+    results = (
+        MatchupResult("random", "random", [2, 2]),
+        MatchupResult("trained", "random", [3, 3]),
+        MatchupResult("random", "trained", [1, 2]),
+        MatchupResult("trained", "trained", [0, 0]),
+    )
     report = MatchupReport("c.pth.tar", 2, 0, False, results)
     assert report.tagger_ratio == 1.5 and report.tagger_pass
     assert report.runner_ratio == 0.75 and not report.runner_pass
@@ -133,11 +191,18 @@ def test_report_ratios_targets_and_table():
 
 def test_cli_prints_the_table_and_writes_json(checkpoint, tmp_path, capsys):
     out = tmp_path / "report.json"
-    assert cli.main(["evaluate", "tag", checkpoint, "--episodes", "4", "--greedy", "--json", str(out)]) == 0
+    assert (
+        cli.main(["evaluate", "tag", checkpoint, "--episodes", "4", "--greedy", "--json", str(out)])
+        == 0
+    )
     text = capsys.readouterr().out
     report = json.loads(out.read_text())
     assert report["greedy"] and [len(m["tags"]) for m in report["matchups"]] == [4] * 4
-    assert "random taggers vs random runners" in text and "tagger ratio" in text and "runner ratio" in text
+    assert (
+        "random taggers vs random runners" in text
+        and "tagger ratio" in text
+        and "runner ratio" in text
+    )
     assert f"{report['tagger_ratio']['value']:.3f} (target >= 1.500)" in text
 
 

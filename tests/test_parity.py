@@ -11,10 +11,24 @@ from hypothesis import strategies as st
 
 from gpu_envs import CartPoleVectorEnv
 from gpu_envs.tag_params import TagParams
-from gpu_envs.utils.parity import (DEFAULT_TOLERANCES, DEFAULT_ULPS, THETA_THRESHOLD, X_THRESHOLD, Divergence,
-                                   Mismatch, Outcome, ParityReport, cartpole_rules, classify_knn_difference,
-                                   classify_tag_difference, classify_termination_difference, compare_envs,
-                                   state_snapshot, tag_rules, ulp_distance)
+from gpu_envs.utils.parity import (
+    DEFAULT_TOLERANCES,
+    DEFAULT_ULPS,
+    THETA_THRESHOLD,
+    X_THRESHOLD,
+    Divergence,
+    Mismatch,
+    Outcome,
+    ParityReport,
+    cartpole_rules,
+    classify_knn_difference,
+    classify_tag_difference,
+    classify_termination_difference,
+    compare_envs,
+    state_snapshot,
+    tag_rules,
+    ulp_distance,
+)
 
 NEAR_TIE, MISMATCH = Outcome.NEAR_TIE, Outcome.MISMATCH
 
@@ -78,35 +92,47 @@ def _divergence(fields, reference, candidate, previous=None):
 
 
 def _cartpole_fields(x, terminated):
-    return {"terminated": torch.tensor(terminated),
-            "state": torch.tensor([x, 0.0, 0.01, 0.0], dtype=torch.float64)}
+    return {
+        "terminated": torch.tensor(terminated),
+        "state": torch.tensor([x, 0.0, 0.01, 0.0], dtype=torch.float64),
+    }
 
 
 @pytest.mark.parametrize("x, explained", [(X_THRESHOLD - 1e-15, True), (X_THRESHOLD - 1e-3, False)])
 def test_termination_rule_reads_the_state_of_the_backend_that_did_not_terminate(x, explained):
     rule = cartpole_rules()["termination"]
     reset_state = 0.03  # SAME_STEP: the terminated backend already holds its next episode
-    for ref, cand in ((_cartpole_fields(x, False), _cartpole_fields(reset_state, True)),
-                      (_cartpole_fields(reset_state, True), _cartpole_fields(x, False))):
+    for ref, cand in (
+        (_cartpole_fields(x, False), _cartpole_fields(reset_state, True)),
+        (_cartpole_fields(reset_state, True), _cartpole_fields(x, False)),
+    ):
         detail = rule(_divergence(("terminated", "state"), ref, cand))
         assert (detail is not None) == explained, detail
 
 
 def _tag_fields(x, y, active, rewards, obs=None, t=3):
-    fields = {"x": torch.tensor(x, dtype=torch.float32), "y": torch.tensor(y, dtype=torch.float32),
-              "active": torch.tensor(active), "rewards": torch.tensor(rewards, dtype=torch.float32),
-              "t": torch.tensor(t, dtype=torch.int32)}
+    fields = {
+        "x": torch.tensor(x, dtype=torch.float32),
+        "y": torch.tensor(y, dtype=torch.float32),
+        "active": torch.tensor(active),
+        "rewards": torch.tensor(rewards, dtype=torch.float32),
+        "t": torch.tensor(t, dtype=torch.int32),
+    }
     if obs is not None:
         fields["obs"] = obs
     return fields
 
 
-TAG_RADIUS = tag_rules(TagParams(num_taggers=1, num_runners=1, grid_length=20.0, tagging_distance=0.02))["tag radius"]
+TAG_RADIUS = tag_rules(
+    TagParams(num_taggers=1, num_runners=1, grid_length=20.0, tagging_distance=0.02)
+)["tag radius"]
 MARGIN = np.float32(0.02) * np.float32(20.0)
 
 
-@pytest.mark.parametrize("runner_x, explained", [(_ulps_above(MARGIN, 1), True), (MARGIN, True),
-                                                 (MARGIN * np.float32(0.5), False)])
+@pytest.mark.parametrize(
+    "runner_x, explained",
+    [(_ulps_above(MARGIN, 1), True), (MARGIN, True), (MARGIN * np.float32(0.5), False)],
+)
 def test_tag_radius_rule_explains_a_tag_flip_only_at_the_margin(runner_x, explained):
     x, y = [0.0, float(runner_x)], [0.0, 0.0]
     ref = _tag_fields(x, y, [True, True], [0.0, 0.0])
@@ -120,8 +146,13 @@ def test_tag_radius_rule_does_not_explain_moved_agents():
     assert TAG_RADIUS(_divergence(("active", "rewards", "y"), ref, cand)) is None
 
 
-KNN_PARAMS = TagParams(num_taggers=1, num_runners=2, grid_length=10.0, use_full_observation=False,
-                       num_other_agents_observed=2)
+KNN_PARAMS = TagParams(
+    num_taggers=1,
+    num_runners=2,
+    grid_length=10.0,
+    use_full_observation=False,
+    num_other_agents_observed=2,
+)
 KNN_ORDER = tag_rules(KNN_PARAMS)["kNN order"]
 
 
@@ -150,8 +181,16 @@ def test_knn_rule_does_not_explain_differences_outside_the_tied_columns():
     cand_obs[0, -1] = 0.5  # the time slot is no neighbour's
     cand = _tag_fields(x, y, [True] * 3, [0.0] * 3, cand_obs)
     assert KNN_ORDER(_divergence(("obs",), ref, cand)) is None
-    assert KNN_ORDER(_divergence(("obs", "x"), ref, _tag_fields(x, y, [True] * 3, [0.0] * 3,
-                                                                _observation(x, y, [2, 1])))) is None
+    assert (
+        KNN_ORDER(
+            _divergence(
+                ("obs", "x"),
+                ref,
+                _tag_fields(x, y, [True] * 3, [0.0] * 3, _observation(x, y, [2, 1])),
+            )
+        )
+        is None
+    )
 
 
 # ------------------------------------------------------------------------------------ end to end
@@ -175,18 +214,34 @@ class _Perturbed(CartPoleVectorEnv):
 def _compare(candidate, steps=30, num_envs=8, **kwargs) -> ParityReport:
     reference = CartPoleVectorEnv(num_envs, dtype="float64", max_episode_steps=20, **kwargs)
     generator = torch.Generator().manual_seed(1)
-    return compare_envs(reference, candidate, lambda _: torch.randint(0, 2, (num_envs,), generator=generator),
-                        steps, seed=5)
+    return compare_envs(
+        reference,
+        candidate,
+        lambda _: torch.randint(0, 2, (num_envs,), generator=generator),
+        steps,
+        seed=5,
+    )
 
 
 @pytest.mark.parametrize("mode", ["next_step", "same_step"])
 def test_identical_cpu_envs_pass_with_every_field_exact(mode):
-    report = _compare(CartPoleVectorEnv(8, dtype="float64", max_episode_steps=20, autoreset_mode=mode),
-                      autoreset_mode=mode)
+    report = _compare(
+        CartPoleVectorEnv(8, dtype="float64", max_episode_steps=20, autoreset_mode=mode),
+        autoreset_mode=mode,
+    )
     assert report.verdict == "PASS" and report.diverged_envs == 0
     assert {entry.outcome for entry in report.fields} == {Outcome.EXACT}
     names = {entry.field for entry in report.fields}
-    assert {"obs", "rewards", "terminated", "state", "elapsed", "needs_reset", "episode", "env_seed"} <= names
+    assert {
+        "obs",
+        "rewards",
+        "terminated",
+        "state",
+        "elapsed",
+        "needs_reset",
+        "episode",
+        "env_seed",
+    } <= names
     assert {entry.step for entry in report.fields} == set(range(31))  # the reset and 30 steps
     assert set(report.max_abs_diff().values()) == {0.0}
 
@@ -220,7 +275,9 @@ def test_an_integer_difference_fails_at_its_first_step():
 def test_envs_that_cannot_be_compared_are_refused_with_the_reason():
     with pytest.raises(ValueError, match="num_envs differs"):
         _compare(CartPoleVectorEnv(4, dtype="float64"))
-    with pytest.raises(ValueError, match="field 'state' is .*float64 on the reference and .*float32"):
+    with pytest.raises(
+        ValueError, match="field 'state' is .*float64 on the reference and .*float32"
+    ):
         _compare(CartPoleVectorEnv(8, dtype="float32", max_episode_steps=20))
 
 

@@ -30,7 +30,9 @@ def torques(rng: np.random.Generator, steps: int) -> np.ndarray:
 def assert_same_step(ours, theirs, where: str) -> None:
     assert np.array_equal(ours[0], theirs[0]), f"observation differs {where}"
     assert ours[0].dtype == np.float32
-    assert abs(ours[1] - theirs[1]) <= REWARD_ATOL, f"reward differs {where}: {ours[1]} vs {theirs[1]}"
+    assert abs(ours[1] - theirs[1]) <= REWARD_ATOL, (
+        f"reward differs {where}: {ours[1]} vs {theirs[1]}"
+    )
     assert ours[2:4] == theirs[2:4], f"flags differ {where}"
 
 
@@ -44,8 +46,12 @@ def test_injected_states_match_gymnasium_bit_for_bit():
         start = np.array([rng.uniform(-20.0, 20.0), rng.uniform(-9.0, 9.0)])
         ours.state = theirs.state = start
         for step, action in enumerate(torques(rng, 200)):
-            assert_same_step(ours.step(action), theirs.step(action), f"in episode {episode}, step {step}")
-            assert np.array_equal(ours.state, theirs.state), f"state differs in episode {episode}, step {step}"
+            assert_same_step(
+                ours.step(action), theirs.step(action), f"in episode {episode}, step {step}"
+            )
+            assert np.array_equal(ours.state, theirs.state), (
+                f"state differs in episode {episode}, step {step}"
+            )
 
 
 _PAIR = (PendulumEnv(), GymPendulum())
@@ -54,8 +60,11 @@ for _env in _PAIR:
 
 
 @settings(max_examples=200, deadline=None)
-@given(theta=st.floats(-1e3, 1e3), theta_dot=st.floats(-8.0, 8.0),
-       torque=st.floats(-3.0, 3.0, width=32))
+@given(
+    theta=st.floats(-1e3, 1e3),
+    theta_dot=st.floats(-8.0, 8.0),
+    torque=st.floats(-3.0, 3.0, width=32),
+)
 def test_any_single_step_matches_gymnasium(theta, theta_dot, torque):
     ours, theirs = _PAIR
     ours.state = theirs.state = np.array([theta, theta_dot])
@@ -73,7 +82,9 @@ def test_gym_make_plays_gymnasiums_episode_for_a_seed(options):
         expected, _ = theirs.reset(seed=seed, options=options)
         assert np.array_equal(obs, expected)
         for step, action in enumerate(torques(rng, 200)):
-            assert_same_step(ours.step(action), theirs.step(action), f"with seed {seed}, step {step}")
+            assert_same_step(
+                ours.step(action), theirs.step(action), f"with seed {seed}, step {step}"
+            )
     assert ours.spec.max_episode_steps == theirs.spec.max_episode_steps == 200
 
 
@@ -118,7 +129,10 @@ def test_vector_env_equals_single_envs_started_in_the_same_states():
         obs, rewards, terminated, truncated, _ = vec.step(torch.from_numpy(actions))
         for i, env in enumerate(singles):
             expected, reward, *_ = env.step(actions[i])
-            assert np.array_equal(obs[i].numpy(), expected) and abs(float(rewards[i]) - reward) <= REWARD_ATOL
+            assert (
+                np.array_equal(obs[i].numpy(), expected)
+                and abs(float(rewards[i]) - reward) <= REWARD_ATOL
+            )
             assert np.array_equal(vec.state[i].numpy(), env.state)
         assert not terminated.any() and not truncated.any()
     assert rewards.dtype == torch.float64 and obs.dtype == torch.float32
@@ -164,7 +178,10 @@ def test_disabled_autoreset_refuses_to_step_a_finished_env_until_reset():
 
 
 def test_an_envs_start_depends_only_on_its_seed_and_episode():
-    big, small = PendulumVectorEnv(8, max_episode_steps=2), PendulumVectorEnv(3, max_episode_steps=2)
+    big, small = (
+        PendulumVectorEnv(8, max_episode_steps=2),
+        PendulumVectorEnv(3, max_episode_steps=2),
+    )
     seeds = [11, 50, 12, 99, 13, 7, 0, 2**63 - 1]
     starts_big = [big.reset(seed=seeds)[0]]
     starts_small = [small.reset(seed=[seeds[1], seeds[3], seeds[7]])[0]]
@@ -204,7 +221,9 @@ def test_vector_env_refuses_out_of_range_actions_or_clips_them_when_not_validati
     clipped = PendulumVectorEnv(2)
     for e in (lax, clipped):
         e.reset(seed=0)
-    assert torch.equal(lax.step(torch.tensor([[9.0], [-9.0]]))[0], clipped.step(torch.tensor([[2.0], [-2.0]]))[0])
+    assert torch.equal(
+        lax.step(torch.tensor([[9.0], [-9.0]]))[0], clipped.step(torch.tensor([[2.0], [-2.0]]))[0]
+    )
 
 
 @pytest.mark.parametrize("make_copy", [copy.deepcopy, lambda env: pickle.loads(pickle.dumps(env))])
@@ -223,7 +242,10 @@ def test_a_copy_steps_on_like_the_original(make_copy):
 
 
 def test_float32_state_follows_the_float64_one():
-    exact, fast = PendulumVectorEnv(16, dtype=torch.float64), PendulumVectorEnv(16, dtype=torch.float32)
+    exact, fast = (
+        PendulumVectorEnv(16, dtype=torch.float64),
+        PendulumVectorEnv(16, dtype=torch.float32),
+    )
     exact.reset(seed=1)
     fast.reset(seed=1)
     for _ in range(20):

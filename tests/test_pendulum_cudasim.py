@@ -24,7 +24,11 @@ def test_cuda_env_matches_cpu_env_bit_for_bit(dtype, mode, assert_matches_cpu, a
     gpu = PendulumVectorEnv(NUM_ENVS, "cuda", **kwargs)
     assert gpu.kernel_target == "cuda"
     options = {"x_init": 4.0, "y_init": 2.0}
-    assert_matches_cpu(cpu.reset(seed=1000, options=options)[0], gpu.reset(seed=1000, options=options)[0], "reset obs")
+    assert_matches_cpu(
+        cpu.reset(seed=1000, options=options)[0],
+        gpu.reset(seed=1000, options=options)[0],
+        "reset obs",
+    )
     rng = np.random.default_rng(0)
     widest_angle = 0.0
     for step in range(30):
@@ -32,7 +36,9 @@ def test_cuda_env_matches_cpu_env_bit_for_bit(dtype, mode, assert_matches_cpu, a
         actions = torch.from_numpy(rng.uniform(-2.0, 2.0, size=(NUM_ENVS, 1)).astype(np.float32))
         actions[:3, 0] = torch.tensor([-2.0, 0.0, 2.0])
         out_cpu, out_gpu = cpu.step(actions), gpu.step(actions.to(gpu.device))
-        for name, a, b in zip(("obs", "rewards", "terminated", "truncated"), out_cpu[:4], out_gpu[:4]):
+        for name, a, b in zip(
+            ("obs", "rewards", "terminated", "truncated"), out_cpu[:4], out_gpu[:4]
+        ):
             assert_matches_cpu(a, b, f"{name} at step {step}")
         assert sorted(out_cpu[4]) == sorted(out_gpu[4])
         widest_angle = max(widest_angle, float(cpu.state[:, 0].abs().max()))

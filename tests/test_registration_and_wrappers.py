@@ -39,8 +39,10 @@ def test_make_vec_uses_the_vector_entry_point():
 
 
 def test_module_prefixed_id_works_without_import():
-    code = ("import gymnasium as gym; e = gym.make('gpu_envs:gpu_envs/CartPole-v1'); "
-            "print(type(e.unwrapped).__name__)")
+    code = (
+        "import gymnasium as gym; e = gym.make('gpu_envs:gpu_envs/CartPole-v1'); "
+        "print(type(e.unwrapped).__name__)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "CartPoleEnv"
 
@@ -59,25 +61,33 @@ def play(env, steps: int, seed: int = 0):
     for _ in range(steps):
         *_, info = env.step(actions)
         mask = info["_episode"]
-        reported += list(zip(info["episode"]["r"][mask].tolist(), info["episode"]["l"][mask].tolist()))
+        reported += list(
+            zip(info["episode"]["r"][mask].tolist(), info["episode"]["l"][mask].tolist())
+        )
     return reported
 
 
 @pytest.mark.parametrize("mode", ["next_step", "same_step"])
 def test_episode_statistics_under_autoreset(mode):
-    env = RecordEpisodeStatistics(gpu_envs.CartPoleVectorEnv(4, max_episode_steps=500, autoreset_mode=mode))
+    env = RecordEpisodeStatistics(
+        gpu_envs.CartPoleVectorEnv(4, max_episode_steps=500, autoreset_mode=mode)
+    )
     env.reset(seed=0)
     reported = play(env, 60)
     # Pushing right always ends an episode in 8-12 steps; every step rewards 1.
     assert len(reported) >= 16
-    assert all(r == l and 8 <= l <= 12 for r, l in reported)
+    assert all(ret == length and 8 <= length <= 12 for ret, length in reported)
     assert int(env.episode_count) == len(reported)
 
 
 def test_episode_statistics_disabled_mode_and_partial_reset():
-    env = RecordEpisodeStatistics(gpu_envs.CartPoleVectorEnv(2, autoreset_mode="disabled", max_episode_steps=None))
+    env = RecordEpisodeStatistics(
+        gpu_envs.CartPoleVectorEnv(2, autoreset_mode="disabled", max_episode_steps=None)
+    )
     env.reset(seed=0)
-    env.unwrapped.state = torch.tensor([[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.25, 0.0]], dtype=torch.float64)
+    env.unwrapped.state = torch.tensor(
+        [[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.25, 0.0]], dtype=torch.float64
+    )
     _, _, term, _, info = env.step(torch.ones(2, dtype=torch.int64))
     assert term.tolist() == [False, True] and info["episode"]["l"][1] == 1
     env.reset(options={"reset_mask": np.array([False, True])})

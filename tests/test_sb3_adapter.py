@@ -8,15 +8,15 @@ import torch
 
 pytest.importorskip("stable_baselines3")
 
-from gymnasium.vector import AutoresetMode  # noqa: E402
-from stable_baselines3 import PPO  # noqa: E402
-from stable_baselines3.common.env_checker import check_env  # noqa: E402
-from stable_baselines3.common.evaluation import evaluate_policy  # noqa: E402
-from stable_baselines3.common.monitor import Monitor  # noqa: E402
-from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor  # noqa: E402
+from gymnasium.vector import AutoresetMode
+from stable_baselines3 import PPO
+from stable_baselines3.common.env_checker import check_env
+from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
 
-import gpu_envs  # noqa: E402
-from gpu_envs.sb3_adapter import SB3VecEnv, _pack, _unpack, make_sb3_vec_env, to_host  # noqa: E402
+import gpu_envs
+from gpu_envs.sb3_adapter import SB3VecEnv, _pack, _unpack, make_sb3_vec_env, to_host
 
 
 def test_sb3_check_env_passes_on_single_cartpole():
@@ -31,8 +31,9 @@ def _set_reference_states(reference: VecMonitor, states: np.ndarray, envs) -> No
 def test_step_output_matches_dummy_vec_env_over_gymnasium_cartpole():
     n, horizon, steps = 6, 30, 300
     ours = VecMonitor(make_sb3_vec_env(num_envs=n, max_episode_steps=horizon))
-    reference = VecMonitor(DummyVecEnv(
-        [lambda: gym.make("CartPole-v1", max_episode_steps=horizon) for _ in range(n)]))
+    reference = VecMonitor(
+        DummyVecEnv([lambda: gym.make("CartPole-v1", max_episode_steps=horizon) for _ in range(n)])
+    )
     core = ours.venv.env.unwrapped
     ours.seed(11)
     reference.seed(11)
@@ -56,7 +57,9 @@ def test_step_output_matches_dummy_vec_env_over_gymnasium_cartpole():
                 np.testing.assert_array_equal(obs[i], ref_obs[i])
                 assert infos[i] == {} and ref_infos[i]["TimeLimit.truncated"] is False
                 continue
-            np.testing.assert_array_equal(infos[i]["terminal_observation"], ref_infos[i]["terminal_observation"])
+            np.testing.assert_array_equal(
+                infos[i]["terminal_observation"], ref_infos[i]["terminal_observation"]
+            )
             assert infos[i]["TimeLimit.truncated"] == ref_infos[i]["TimeLimit.truncated"]
             assert infos[i]["episode"]["r"] == ref_infos[i]["episode"]["r"]
             assert infos[i]["episode"]["l"] == ref_infos[i]["episode"]["l"]
@@ -110,8 +113,11 @@ def test_attribute_api_seed_and_images():
     assert venv.render().shape[2] == 3  # SB3 tiles the frames
 
     assert venv.env_is_wrapped(Monitor) == [False] * 3
-    wrapped = SB3VecEnv(gpu_envs.RecordEpisodeStatistics(
-        gym.make_vec("gpu_envs/CartPole-v1", num_envs=2, autoreset_mode=AutoresetMode.SAME_STEP)))
+    wrapped = SB3VecEnv(
+        gpu_envs.RecordEpisodeStatistics(
+            gym.make_vec("gpu_envs/CartPole-v1", num_envs=2, autoreset_mode=AutoresetMode.SAME_STEP)
+        )
+    )
     assert wrapped.env_is_wrapped(gpu_envs.RecordEpisodeStatistics) == [True, True]
     assert wrapped.get_attr("max_episode_steps") == [500, 500]  # found under the wrapper
 
@@ -148,7 +154,9 @@ def test_host_copy_gives_float64_tensors_as_float32_arrays():
 
 def test_tag_rows_through_the_adapter():
     games, runners, length = 2, 3, 6
-    venv = make_sb3_vec_env("gpu_envs/Tag-v0", num_envs=games, num_runners=runners, episode_length=length)
+    venv = make_sb3_vec_env(
+        "gpu_envs/Tag-v0", num_envs=games, num_runners=runners, episode_length=length
+    )
     rows = games * (runners + 1)
     assert venv.num_envs == rows
     obs = venv.reset()
@@ -175,13 +183,16 @@ def test_ppo_learns_a_little_and_evaluates_through_the_adapter():
     assert 8 <= mean <= 500
 
 
-@pytest.mark.parametrize(("actions", "error", "message"), [
-    (np.array([0, 2]), ValueError, r"actions\[1\] = 2 is out of range"),
-    (np.array([0, -1]), ValueError, r"actions\[1\] = -1 is out of range"),
-    (np.array([0.0, 1.0]), TypeError, "integer dtype"),
-    (np.array([0, 1, 1]), ValueError, r"shape \(2,\)"),
-    (None, TypeError, "actions must be an integer array"),
-])
+@pytest.mark.parametrize(
+    ("actions", "error", "message"),
+    [
+        (np.array([0, 2]), ValueError, r"actions\[1\] = 2 is out of range"),
+        (np.array([0, -1]), ValueError, r"actions\[1\] = -1 is out of range"),
+        (np.array([0.0, 1.0]), TypeError, "integer dtype"),
+        (np.array([0, 1, 1]), ValueError, r"shape \(2,\)"),
+        (None, TypeError, "actions must be an integer array"),
+    ],
+)
 def test_bad_actions_are_refused_on_the_host(actions, error, message):
     venv = make_sb3_vec_env(num_envs=2)
     venv.reset()
@@ -189,12 +200,23 @@ def test_bad_actions_are_refused_on_the_host(actions, error, message):
         venv.step(actions)
 
 
-@pytest.mark.parametrize(("actions", "error", "message"), [
-    (np.array([[0.5], [2.5]], np.float32), ValueError, r"actions\[1, 0\] = 2.5 is out of range"),
-    (np.array([[np.nan], [0.0]], np.float32), ValueError, r"actions\[0, 0\] = nan must be finite"),
-    (np.array([[0], [1]]), TypeError, "floating dtype"),
-    (np.zeros(2, np.float32), ValueError, r"shape \(2, 1\)"),
-])
+@pytest.mark.parametrize(
+    ("actions", "error", "message"),
+    [
+        (
+            np.array([[0.5], [2.5]], np.float32),
+            ValueError,
+            r"actions\[1, 0\] = 2.5 is out of range",
+        ),
+        (
+            np.array([[np.nan], [0.0]], np.float32),
+            ValueError,
+            r"actions\[0, 0\] = nan must be finite",
+        ),
+        (np.array([[0], [1]]), TypeError, "floating dtype"),
+        (np.zeros(2, np.float32), ValueError, r"shape \(2, 1\)"),
+    ],
+)
 def test_bad_box_actions_are_refused_on_the_host(actions, error, message):
     venv = make_sb3_vec_env("gpu_envs/Pendulum-v1", num_envs=2)
     venv.reset()

@@ -16,9 +16,20 @@ from gpu_envs.tag import TagVectorEnv
 pytestmark = pytest.mark.cudasim
 
 NUM_ENVS = 3
-SMALL = dict(num_taggers=2, num_runners=5, grid_length=3.0, episode_length=7, tagging_distance=0.15,
-             max_acceleration=0.4, min_acceleration=-0.4, num_acceleration_levels=4, num_turn_levels=5,
-             edge_hit_penalty=-0.5, step_penalty_for_tagger=-0.1, step_reward_for_runner=0.05)
+SMALL = dict(
+    num_taggers=2,
+    num_runners=5,
+    grid_length=3.0,
+    episode_length=7,
+    tagging_distance=0.15,
+    max_acceleration=0.4,
+    min_acceleration=-0.4,
+    num_acceleration_levels=4,
+    num_turn_levels=5,
+    edge_hit_penalty=-0.5,
+    step_penalty_for_tagger=-0.1,
+    step_reward_for_runner=0.05,
+)
 
 
 def pair(monkeypatch, threads, **params):
@@ -27,12 +38,25 @@ def pair(monkeypatch, threads, **params):
     return TagVectorEnv(NUM_ENVS, "cpu", **params), TagVectorEnv(NUM_ENVS, "cuda", **params)
 
 
-@pytest.mark.parametrize("mode, overrides, threads", [
-    ("next_step", dict(use_full_observation=False, num_other_agents_observed=3, observe_self=True), 3),
-    ("same_step", dict(use_full_observation=True, runner_exits_game_after_tagged=False), None),
-    ("same_step", dict(use_full_observation=False, num_other_agents_observed=6, observe_self=True), 2),
-])
-def test_cuda_env_matches_cpu_env(monkeypatch, mode, overrides, threads, assert_matches_cpu, assert_envs_match):
+@pytest.mark.parametrize(
+    "mode, overrides, threads",
+    [
+        (
+            "next_step",
+            dict(use_full_observation=False, num_other_agents_observed=3, observe_self=True),
+            3,
+        ),
+        ("same_step", dict(use_full_observation=True, runner_exits_game_after_tagged=False), None),
+        (
+            "same_step",
+            dict(use_full_observation=False, num_other_agents_observed=6, observe_self=True),
+            2,
+        ),
+    ],
+)
+def test_cuda_env_matches_cpu_env(
+    monkeypatch, mode, overrides, threads, assert_matches_cpu, assert_envs_match
+):
     cpu, gpu = pair(monkeypatch, threads, autoreset_mode=mode, **SMALL, **overrides)
     assert gpu.kernel_target == "cuda"
     for env in (cpu, gpu):
@@ -43,7 +67,9 @@ def test_cuda_env_matches_cpu_env(monkeypatch, mode, overrides, threads, assert_
     for step in range(14):
         actions = torch.from_numpy(rng.integers(0, (5, 6), size=(NUM_ENVS, cpu.num_agents, 2)))
         out_cpu, out_gpu = cpu.step(actions), gpu.step(actions)
-        for name, a, b in zip(("obs", "rewards", "terminated", "truncated"), out_cpu[:4], out_gpu[:4]):
+        for name, a, b in zip(
+            ("obs", "rewards", "terminated", "truncated"), out_cpu[:4], out_gpu[:4]
+        ):
             assert_matches_cpu(a, b, f"{name} at step {step}")
         assert_envs_match(cpu, gpu, f"step {step}")
         tags += int(cpu.team_view(cpu.tag_count, "runner").sum())
@@ -52,8 +78,14 @@ def test_cuda_env_matches_cpu_env(monkeypatch, mode, overrides, threads, assert_
 
 
 def test_disabled_mode_partial_reset_and_fixed_start(monkeypatch, assert_envs_match):
-    cpu, gpu = pair(monkeypatch, 4, autoreset_mode="disabled", reset_mode="fixed", seed=9,
-                    **{**SMALL, "episode_length": 3})
+    cpu, gpu = pair(
+        monkeypatch,
+        4,
+        autoreset_mode="disabled",
+        reset_mode="fixed",
+        seed=9,
+        **{**SMALL, "episode_length": 3},
+    )
     for env in (cpu, gpu):
         env.reset()
     assert (gpu.state["x"] == gpu.state["x"][0]).all()

@@ -9,9 +9,15 @@ import gpu_envs  # noqa: F401  (registers gpu_envs/Tag-v0)
 from gpu_envs.tag_gym import TagGymVectorEnv
 
 # In every game: tagger 0 on top of runner 0 (tagged on step 1), runner 1 far away, nobody moves.
-PLACED = dict(num_taggers=1, num_runners=2, grid_length=10.0, episode_length=3,
-              starting_location_x=[5.0, 5.0, 9.0], starting_location_y=[5.0, 5.0, 1.0],
-              starting_directions=[0.0, 0.0, 0.0])
+PLACED = dict(
+    num_taggers=1,
+    num_runners=2,
+    grid_length=10.0,
+    episode_length=3,
+    starting_location_x=[5.0, 5.0, 9.0],
+    starting_location_y=[5.0, 5.0, 1.0],
+    starting_directions=[0.0, 0.0, 0.0],
+)
 GAMES, AGENTS = 2, 3
 
 
@@ -28,7 +34,11 @@ def test_make_vec_rows_spaces_and_roles():
     assert list(env.single_action_space.nvec) == [11, 11]
     assert env.action_space.shape == (GAMES * AGENTS, 2)
     obs, info = env.reset(seed=4)
-    assert isinstance(obs, torch.Tensor) and obs.shape == (GAMES * AGENTS, obs_dim) and obs.dtype == torch.float32
+    assert (
+        isinstance(obs, torch.Tensor)
+        and obs.shape == (GAMES * AGENTS, obs_dim)
+        and obs.dtype == torch.float32
+    )
     # observe_self's last value is the role: rows 0 and 3 are the taggers of games 0 and 1.
     assert obs[:, -1].tolist() == [1.0, 0.0, 0.0, 1.0, 0.0, 0.0]
     assert info["active"].all()

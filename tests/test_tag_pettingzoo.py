@@ -9,12 +9,25 @@ from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, see
 from gpu_envs import tag_v0
 
 # Big tagging distance in a small arena: runners are tagged and leave during the API tests.
-SMALL = dict(num_taggers=2, num_runners=5, grid_length=2.0, episode_length=40, tagging_distance=0.15,
-             num_acceleration_levels=3, num_turn_levels=4)
+SMALL = dict(
+    num_taggers=2,
+    num_runners=5,
+    grid_length=2.0,
+    episode_length=40,
+    tagging_distance=0.15,
+    num_acceleration_levels=3,
+    num_turn_levels=4,
+)
 # Tagger 0 sits on runner_0; runner_1 far away; nobody moves with action (0, 0).
-PLACED = dict(num_taggers=1, num_runners=2, grid_length=10.0, episode_length=3,
-              starting_location_x=[5.0, 5.0, 9.0], starting_location_y=[5.0, 5.0, 1.0],
-              starting_directions=[0.0, 0.0, 0.0])
+PLACED = dict(
+    num_taggers=1,
+    num_runners=2,
+    grid_length=10.0,
+    episode_length=3,
+    starting_location_x=[5.0, 5.0, 9.0],
+    starting_location_y=[5.0, 5.0, 1.0],
+    starting_directions=[0.0, 0.0, 0.0],
+)
 STILL = np.array([0, 0])
 
 

@@ -8,8 +8,14 @@ import pytest
 
 from gpu_envs import cli
 from gpu_envs.tag_rendering import (
-    RUNNER_COLOUR, TAGGED_COLOUR, TAGGER_COLOUR, animate_episode, render_episode, render_tag_frame,
-    render_tag_frames, save_animation,
+    RUNNER_COLOUR,
+    TAGGED_COLOUR,
+    TAGGER_COLOUR,
+    animate_episode,
+    render_episode,
+    render_tag_frame,
+    render_tag_frames,
+    save_animation,
 )
 
 SIZE = 200
@@ -22,7 +28,7 @@ def colour_near(frame: np.ndarray, x: float, y: float, grid_length: float) -> se
     label = frame.shape[0] - frame.shape[1]
     col = round(x / grid_length * SIZE)
     row = label + round((1 - y / grid_length) * SIZE)
-    patch = frame[row - 2:row + 3, col - 2:col + 3].reshape(-1, 3)
+    patch = frame[row - 2 : row + 3, col - 2 : col + 3].reshape(-1, 3)
     return {tuple(int(v) for v in pixel) for pixel in patch}
 
 
@@ -49,7 +55,9 @@ def test_frame_draws_taggers_runners_and_tagged_runners_in_their_colours():
 
 def test_label_changes_with_time_and_runners_left():
     x = y = np.array([1.0, 2.0, 3.0], dtype=np.float32)
-    label_rows = slice(0, render_tag_frame(x, y, np.ones(3, bool), 1, 4.0, 0, 9, size=SIZE).shape[0] - SIZE)
+    label_rows = slice(
+        0, render_tag_frame(x, y, np.ones(3, bool), 1, 4.0, 0, 9, size=SIZE).shape[0] - SIZE
+    )
     base = render_tag_frame(x, y, np.ones(3, bool), 1, 4.0, 0, 9, size=SIZE)
     later = render_tag_frame(x, y, np.ones(3, bool), 1, 4.0, 5, 9, size=SIZE)
     fewer = render_tag_frame(x, y, np.array([True, False, True]), 1, 4.0, 0, 9, size=SIZE)
@@ -66,7 +74,12 @@ def test_frame_rejects_inconsistent_input():
 
 
 def test_batched_state_gives_one_frame_per_game():
-    state = {"x": np.ones((2, 3)), "y": np.ones((2, 3)), "active": np.ones((2, 3), bool), "t": np.array([0, 4])}
+    state = {
+        "x": np.ones((2, 3)),
+        "y": np.ones((2, 3)),
+        "active": np.ones((2, 3), bool),
+        "t": np.array([0, 4]),
+    }
     frames = render_tag_frames(state, 1, 4.0, 9, size=SIZE)
     assert len(frames) == 2 and not np.array_equal(frames[0], frames[1])  # the labels differ
 
@@ -107,17 +120,35 @@ def test_render_episode_writes_one_frame_per_state(tmp_path):
 
 def test_animate_episode_needs_the_episode_fields():
     with pytest.raises(KeyError, match="grid_length"):
-        animate_episode({"x": [], "y": [], "active": [], "t": [], "num_taggers": 1, "episode_length": 1})
+        animate_episode(
+            {"x": [], "y": [], "active": [], "t": [], "num_taggers": 1, "episode_length": 1}
+        )
 
 
 def test_cli_writes_a_gif(tmp_path, capsys):
     out = tmp_path / "tag.gif"
     config = tmp_path / "run.yaml"
-    config.write_text("env:\n  num_taggers: 1\n  num_runners: 2\n  grid_length: 3.0\n  episode_length: 50\n")
-    code = cli.main(["render", "tag", "--config", str(config), "--episode-length", "3", "--out", str(out),
-                     "--size", "96"])
+    config.write_text(
+        "env:\n  num_taggers: 1\n  num_runners: 2\n  grid_length: 3.0\n  episode_length: 50\n"
+    )
+    code = cli.main(
+        [
+            "render",
+            "tag",
+            "--config",
+            str(config),
+            "--episode-length",
+            "3",
+            "--out",
+            str(out),
+            "--size",
+            "96",
+        ]
+    )
     assert code == 0 and out.exists()
-    assert iio.imread(out, index=None).shape[0] <= 4  # 3 steps at most: --episode-length won over the file
+    assert (
+        iio.imread(out, index=None).shape[0] <= 4
+    )  # 3 steps at most: --episode-length won over the file
     assert "wrote" in capsys.readouterr().out
 
 
@@ -125,7 +156,16 @@ def test_cli_rejects_other_suffixes_and_missing_checkpoints(tmp_path):
     with pytest.raises(SystemExit, match="must end in"):
         cli.main(["render", "tag", "--out", str(tmp_path / "x.png")])
     with pytest.raises(SystemExit, match="does not exist"):
-        cli.main(["render", "tag", "--out", str(tmp_path / "x.gif"), "--checkpoint", str(tmp_path / "c.pt")])
+        cli.main(
+            [
+                "render",
+                "tag",
+                "--out",
+                str(tmp_path / "x.gif"),
+                "--checkpoint",
+                str(tmp_path / "c.pt"),
+            ]
+        )
 
 
 def test_cli_plays_a_checkpoint_on_its_env(tmp_path):
@@ -135,21 +175,59 @@ def test_cli_plays_a_checkpoint_on_its_env(tmp_path):
     from gpu_envs.trainers.policy import ActorCritic
     from gpu_envs.trainers.presets import preset
 
-    config = RunConfig.from_dict(apply_overrides(preset("tag"), [
-        "env.num_taggers=1", "env.num_runners=3", "env.num_other_agents_observed=2", "env.episode_length=4",
-        "policy.runner.model.fc_dims=[8]", "policy.tagger.model.fc_dims=[8]"]))
+    config = RunConfig.from_dict(
+        apply_overrides(
+            preset("tag"),
+            [
+                "env.num_taggers=1",
+                "env.num_runners=3",
+                "env.num_other_agents_observed=2",
+                "env.episode_length=4",
+                "policy.runner.model.fc_dims=[8]",
+                "policy.tagger.model.fc_dims=[8]",
+            ],
+        )
+    )
     env = TagEnv(**config.env)
-    networks = {tag: ActorCritic(env.obs_dim, env.action_nvec, p.model) for tag, p in config.policy.items()}
-    save_checkpoint({"iteration": 0, "env_step": 0, "num_iterations": 1, "best_eval": None,
-                     "counters": {"total_episodes": 0, "train_seconds": 0.0, "evaluations": 0}, "sampler": {}, "rng": {},
-                     "config": config.to_dict(), "spaces": {"obs_dim": env.obs_dim, "action_nvec": env.action_nvec},
-                     "policies": {tag: {"model": n.state_dict(), "optimizer": None} for tag, n in networks.items()}},
-                    tmp_path / "c.pth.tar")
+    networks = {
+        tag: ActorCritic(env.obs_dim, env.action_nvec, p.model) for tag, p in config.policy.items()
+    }
+    save_checkpoint(
+        {
+            "iteration": 0,
+            "env_step": 0,
+            "num_iterations": 1,
+            "best_eval": None,
+            "counters": {"total_episodes": 0, "train_seconds": 0.0, "evaluations": 0},
+            "sampler": {},
+            "rng": {},
+            "config": config.to_dict(),
+            "spaces": {"obs_dim": env.obs_dim, "action_nvec": env.action_nvec},
+            "policies": {
+                tag: {"model": n.state_dict(), "optimizer": None} for tag, n in networks.items()
+            },
+        },
+        tmp_path / "c.pth.tar",
+    )
     out = tmp_path / "trained.gif"
     # The checkpoint's env (4 steps; the default env's observations would not fit), flags on top.
     for extra, frames in (([], 5), (["--episode-length", "2"], 3)):
-        assert cli.main(["render", "tag", "--checkpoint", str(tmp_path / "c.pth.tar"), "--out", str(out),
-                         "--size", "96", *extra]) == 0
+        assert (
+            cli.main(
+                [
+                    "render",
+                    "tag",
+                    "--checkpoint",
+                    str(tmp_path / "c.pth.tar"),
+                    "--out",
+                    str(out),
+                    "--size",
+                    "96",
+                    *extra,
+                ]
+            )
+            == 0
+        )
         assert iio.imread(out, index=None).shape[0] == frames
 
 
@@ -160,8 +238,25 @@ def test_bench_tag_command_produces_records(tmp_path):
     from gpu_envs.cli import main
 
     out = tmp_path / "tag.json"
-    main(["bench", "tag", "--num-envs", "1", "--peers", "", "--scale-num-envs", "", "--json", str(out)])
+    main(
+        [
+            "bench",
+            "tag",
+            "--num-envs",
+            "1",
+            "--peers",
+            "",
+            "--scale-num-envs",
+            "",
+            "--json",
+            str(out),
+        ]
+    )
     records = json.loads(out.read_text())
     records = records if isinstance(records, list) else records["records"]
     ours = [r for r in records if r.get("impl") == "ours"]
-    assert ours and ours[0]["env_steps_per_s"] > 0 and ours[0]["agent_steps_per_s"] == 105 * ours[0]["env_steps_per_s"]
+    assert (
+        ours
+        and ours[0]["env_steps_per_s"] > 0
+        and ours[0]["agent_steps_per_s"] == 105 * ours[0]["env_steps_per_s"]
+    )

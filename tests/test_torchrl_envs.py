@@ -9,17 +9,19 @@ import torch
 
 pytest.importorskip("torchrl")
 
-from gymnasium.vector import AutoresetMode  # noqa: E402
-from tensordict import TensorDict  # noqa: E402
-from torchrl.envs.utils import check_env_specs  # noqa: E402
+from gymnasium.vector import AutoresetMode
+from tensordict import TensorDict
+from torchrl.envs.utils import check_env_specs
 
-from gpu_envs.cartpole import CartPoleVectorEnv  # noqa: E402
-from gpu_envs.pendulum import PendulumVectorEnv  # noqa: E402
-from gpu_envs.tag import TagEnv  # noqa: E402
-from gpu_envs.torchrl_envs import CartPoleTorchRLEnv, KernelTorchRLEnv, TagTorchRLEnv  # noqa: E402
+from gpu_envs.cartpole import CartPoleVectorEnv
+from gpu_envs.pendulum import PendulumVectorEnv
+from gpu_envs.tag import TagEnv
+from gpu_envs.torchrl_envs import CartPoleTorchRLEnv, KernelTorchRLEnv, TagTorchRLEnv
 
 TAG_PARAMS = dict(num_taggers=2, num_runners=3, episode_length=6, tagging_distance=0.2)
-INDEX = dict(categorical_action_encoding=True)  # actions as indices (the default is one-hot, as GymEnv)
+INDEX = dict(
+    categorical_action_encoding=True
+)  # actions as indices (the default is one-hot, as GymEnv)
 
 
 def _collect(env, actions_per_step, seed: int) -> list[tuple[TensorDict, TensorDict]]:
@@ -46,10 +48,15 @@ def test_cartpole_transitions_and_partial_resets_match_same_step_vector_env():
     n, horizon, steps, seed = 5, 25, 120, 3
     rng = np.random.default_rng(1)
     actions = [torch.from_numpy(rng.integers(0, 2, n)) for _ in range(steps)]
-    pairs = _collect(CartPoleTorchRLEnv(n, max_episode_steps=horizon, **INDEX),
-                     [TensorDict({"action": a}, batch_size=[n]) for a in actions], seed)
+    pairs = _collect(
+        CartPoleTorchRLEnv(n, max_episode_steps=horizon, **INDEX),
+        [TensorDict({"action": a}, batch_size=[n]) for a in actions],
+        seed,
+    )
 
-    reference = CartPoleVectorEnv(n, autoreset_mode=AutoresetMode.SAME_STEP, max_episode_steps=horizon)
+    reference = CartPoleVectorEnv(
+        n, autoreset_mode=AutoresetMode.SAME_STEP, max_episode_steps=horizon
+    )
     reference.reset(seed=seed)
     partial_resets = 0
     for a, (transition, root) in zip(actions, pairs):
@@ -97,7 +104,10 @@ def test_tag_passes_check_env_specs_with_groups_after_the_batch_dimension():
     env = TagTorchRLEnv(3, **TAG_PARAMS, **INDEX)
     check_env_specs(env, seed=0, break_when_any_done="both")
     obs_dim = env.batched_env.obs_dim
-    assert env.group_map == {"tagger": ["tagger_0", "tagger_1"], "runner": ["runner_0", "runner_1", "runner_2"]}
+    assert env.group_map == {
+        "tagger": ["tagger_0", "tagger_1"],
+        "runner": ["runner_0", "runner_1", "runner_2"],
+    }
     assert env.observation_spec["runner", "observation"].shape == (3, 3, obs_dim)
     assert env.action_spec["tagger", "action"].shape == (3, 2, 2)
     assert env.reward_spec["runner", "reward"].shape == (3, 3, 1)
@@ -110,8 +120,12 @@ def test_tag_transitions_and_partial_resets_match_same_step_tag_env():
     nvec = torch.tensor(env.batched_env.action_nvec)
     gen = torch.Generator().manual_seed(0)
     actions = [(torch.rand(games, 5, 2, generator=gen) * nvec).long() for _ in range(steps)]
-    per_group = [TensorDict({("tagger", "action"): a[:, :2], ("runner", "action"): a[:, 2:]}, batch_size=[games])
-                 for a in actions]
+    per_group = [
+        TensorDict(
+            {("tagger", "action"): a[:, :2], ("runner", "action"): a[:, 2:]}, batch_size=[games]
+        )
+        for a in actions
+    ]
 
     # Stagger the games: one step, then reset game 1 alone, so the games end at different steps.
     env.set_seed(seed)
@@ -135,7 +149,9 @@ def test_tag_transitions_and_partial_resets_match_same_step_tag_env():
     for a, (transition, root) in zip(actions[1:], pairs):
         obs, rewards, terminated, truncated, info = reference.step(a)
         final = torch.where(info["_final_obs"][:, None, None], info["final_obs"], obs)
-        final_active = torch.where(info["_final_obs"][:, None], info["final_active"], info["active"])
+        final_active = torch.where(
+            info["_final_obs"][:, None], info["final_active"], info["active"]
+        )
         assert torch.equal(transition["next", "done"].squeeze(-1), terminated | truncated)
         assert torch.equal(transition["next", "terminated"].squeeze(-1), terminated)
         for group, agents in (("tagger", slice(0, 2)), ("runner", slice(2, 5))):
@@ -160,8 +176,11 @@ def test_default_encoding_is_one_hot_like_gymenv():
     assert isinstance(spec, MultiOneHot) and spec.shape == (3, 2, sum(tag.batched_env.action_nvec))
 
 
-@pytest.mark.parametrize("make", [lambda: CartPoleTorchRLEnv(4, max_episode_steps=12),
-                                  lambda: TagTorchRLEnv(3, **TAG_PARAMS)], ids=["cartpole", "tag"])
+@pytest.mark.parametrize(
+    "make",
+    [lambda: CartPoleTorchRLEnv(4, max_episode_steps=12), lambda: TagTorchRLEnv(3, **TAG_PARAMS)],
+    ids=["cartpole", "tag"],
+)
 def test_one_hot_envs_pass_check_env_specs_and_roll_out(make):
     env = make()
     check_env_specs(env, seed=0, break_when_any_done="both")

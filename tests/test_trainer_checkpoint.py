@@ -1,8 +1,7 @@
 """Checkpoints: atomic round trip, clear errors for corrupt or mismatched files, weights-only loading."""
 
-import torch
-
 import pytest
+import torch
 
 from gpu_envs.trainers import checkpoint as ckpt
 from gpu_envs.trainers.config import ModelConfig
@@ -13,13 +12,26 @@ def _state(module):
     opt = torch.optim.Adam(module.parameters(), lr=1e-3, eps=1e-5)
     module(torch.randn(3, 4))[1].sum().backward()
     opt.step()
-    return {"iteration": 7, "env_step": 7000, "num_iterations": 10,
-            "counters": {"total_episodes": 12, "train_seconds": 1.5, "evaluations": 3},
-            "best_eval": 99.0, "config": {"name": "cartpole", "policy": {"agent": {
-                "lr": 1e-3, "model": {"type": "fully_connected", "fc_dims": [8], "activation": "tanh"}}}},
-            "spaces": {"obs_dim": 4, "action_nvec": [2]},
-            "policies": {"agent": {"model": module.state_dict(), "optimizer": opt.state_dict()}},
-            "sampler": {"counter": 5}, "rng": [{"torch": torch.get_rng_state()}]}
+    return {
+        "iteration": 7,
+        "env_step": 7000,
+        "num_iterations": 10,
+        "counters": {"total_episodes": 12, "train_seconds": 1.5, "evaluations": 3},
+        "best_eval": 99.0,
+        "config": {
+            "name": "cartpole",
+            "policy": {
+                "agent": {
+                    "lr": 1e-3,
+                    "model": {"type": "fully_connected", "fc_dims": [8], "activation": "tanh"},
+                }
+            },
+        },
+        "spaces": {"obs_dim": 4, "action_nvec": [2]},
+        "policies": {"agent": {"model": module.state_dict(), "optimizer": opt.state_dict()}},
+        "sampler": {"counter": 5},
+        "rng": [{"torch": torch.get_rng_state()}],
+    }
 
 
 def test_round_trip_is_exact_and_leaves_no_temp_file(tmp_path):
@@ -34,7 +46,9 @@ def test_round_trip_is_exact_and_leaves_no_temp_file(tmp_path):
         assert torch.equal(loaded["policies"]["agent"]["model"][key], value)
     assert torch.equal(loaded["rng"][0]["torch"], state["rng"][0]["torch"])
     assert loaded["policies"]["agent"]["optimizer"]["state"][0]["step"] == 1
-    ckpt.check_compatible(loaded, path, 4, (2,), {"agent": module}, {"agent": ModelConfig(fc_dims=[8])})
+    ckpt.check_compatible(
+        loaded, path, 4, (2,), {"agent": module}, {"agent": ModelConfig(fc_dims=[8])}
+    )
 
 
 def test_iteration_checkpoints_are_listed_newest_first(tmp_path):
@@ -42,7 +56,10 @@ def test_iteration_checkpoints_are_listed_newest_first(tmp_path):
         (tmp_path / f"iteration_{n}.pth.tar").write_bytes(b"x")
     (tmp_path / "ckpt_best.pth.tar").write_bytes(b"x")
     assert [p.name for p in ckpt.iteration_checkpoints(tmp_path)] == [
-        "iteration_10.pth.tar", "iteration_9.pth.tar", "iteration_2.pth.tar"]
+        "iteration_10.pth.tar",
+        "iteration_9.pth.tar",
+        "iteration_2.pth.tar",
+    ]
     assert ckpt.iteration_checkpoints(tmp_path / "missing") == []
 
 
@@ -76,11 +93,17 @@ def test_mismatched_checkpoint_is_refused(tmp_path):
     state = ckpt.load_checkpoint(path)
     wider = ModelConfig(fc_dims=[16])
     with pytest.raises(ckpt.CheckpointError, match=r"policy 'agent' has a different network"):
-        ckpt.check_compatible(state, path, 4, (2,), {"agent": ActorCritic(4, (2,), wider)}, {"agent": wider})
+        ckpt.check_compatible(
+            state, path, 4, (2,), {"agent": ActorCritic(4, (2,), wider)}, {"agent": wider}
+        )
     with pytest.raises(ckpt.CheckpointError, match="holds policies"):
-        ckpt.check_compatible(state, path, 4, (2,), {"runner": module}, {"runner": ModelConfig(fc_dims=[8])})
+        ckpt.check_compatible(
+            state, path, 4, (2,), {"runner": module}, {"runner": ModelConfig(fc_dims=[8])}
+        )
     with pytest.raises(ckpt.CheckpointError, match="observations of size 4"):
-        ckpt.check_compatible(state, path, 71, (11, 11), {"agent": module}, {"agent": ModelConfig(fc_dims=[8])})
+        ckpt.check_compatible(
+            state, path, 71, (11, 11), {"agent": module}, {"agent": ModelConfig(fc_dims=[8])}
+        )
 
 
 def test_model_weights_from_trainer_checkpoint_or_bare_state_dict(tmp_path):

@@ -20,10 +20,19 @@ class NoFabric:
 def _group_and_rollout(num_minibatches: int = 3, optimizer=torch.optim.Adam, **optimizer_kwargs):
     torch.manual_seed(0)
     game = CartPoleGame(4, torch.device("cpu"), {"max_episode_steps": 500})
-    cfg = PolicyConfig(update_epochs=2, num_minibatches=num_minibatches, model=ModelConfig(fc_dims=[8]))
+    cfg = PolicyConfig(
+        update_epochs=2, num_minibatches=num_minibatches, model=ModelConfig(fc_dims=[8])
+    )
     module = ActorCritic(4, (2,), cfg.model)
-    group = PolicyGroup("agent", cfg, module, module,
-                        optimizer(module.parameters(), lr=1e-3, eps=1e-5, **optimizer_kwargs), slice(0, 1), 1)
+    group = PolicyGroup(
+        "agent",
+        cfg,
+        module,
+        module,
+        optimizer(module.parameters(), lr=1e-3, eps=1e-5, **optimizer_kwargs),
+        slice(0, 1),
+        1,
+    )
     collector = Collector(game, [group], 10, TorchSampler(0), PhaseTimer(torch.device("cpu")))
     collector.reset(seed=0)
     return group, collector
@@ -43,8 +52,12 @@ def test_compile_at_warm_up_leaves_weights_and_optimizer_untouched_then_matches_
 
     buf = collector.collect()["agent"]
     data = learner._flatten(buf, buf.values, buf.values)
-    mb = learner._minibatch({key: value[:14] for key, value in data.items()}, True)  # 40 = 14 + 14 + 12
-    eager_loss, eager_stats, eager_log_ratio = learner.minibatch_loss(group.model, mb, (2,), group.config)
+    mb = learner._minibatch(
+        {key: value[:14] for key, value in data.items()}, True
+    )  # 40 = 14 + 14 + 12
+    eager_loss, eager_stats, eager_log_ratio = learner.minibatch_loss(
+        group.model, mb, (2,), group.config
+    )
     loss, stats, log_ratio = group.loss_fn(group.model, mb, (2,), group.config)
     torch.testing.assert_close(loss, eager_loss)
     torch.testing.assert_close(stats, eager_stats)
@@ -60,6 +73,7 @@ def test_compile_failure_warns_and_trains_eagerly(monkeypatch, fuse_optimizer):
     def broken_compile(function):
         def fail(*args, **kwargs):
             raise RuntimeError("no C++ compiler")
+
         return fail
 
     monkeypatch.setattr(torch, "compile", broken_compile)
@@ -76,7 +90,9 @@ def test_fused_step_compiles_without_moving_anything_then_trains_like_eager_adam
     """The fused step (loss, gradient, clipping, Adam in one graph) against the eager step it replaces."""
     eager, collector = _group_and_rollout(fused=True)
     fused, _ = _group_and_rollout(fused=True)
-    fused.config.max_grad_norm = eager.config.max_grad_norm = 0.05  # small enough to clip every step
+    fused.config.max_grad_norm = eager.config.max_grad_norm = (
+        0.05  # small enough to clip every step
+    )
     before = _weights(fused.module)
     learner.compile_loss(NoFabric, fused, collector.buffers["agent"], (2,), fuse_optimizer=True)
     assert fused.fused_step is not None and fused.loss_fn is None
@@ -100,7 +116,9 @@ def test_fused_step_compiles_without_moving_anything_then_trains_like_eager_adam
     for index, state in eager_state["state"].items():
         assert fused_state["state"][index].keys() == state.keys()
         assert fused_state["state"][index]["step"].item() == state["step"].item() == 3 * 2 * 3
-        torch.testing.assert_close(fused_state["state"][index]["exp_avg"], state["exp_avg"], rtol=1e-4, atol=1e-7)
+        torch.testing.assert_close(
+            fused_state["state"][index]["exp_avg"], state["exp_avg"], rtol=1e-4, atol=1e-7
+        )
 
 
 def test_fused_step_follows_an_optimizer_state_loaded_from_a_checkpoint():
@@ -113,8 +131,14 @@ def test_fused_step_follows_an_optimizer_state_loaded_from_a_checkpoint():
     assert all(state["step"].item() == 4 for state in group.optimizer.state.values())
 
 
-@pytest.mark.parametrize("optimizer, kwargs", [(torch.optim.AdamW, {}), (torch.optim.Adam, {"weight_decay": 0.1}),
-                                                (torch.optim.Adam, {"amsgrad": True})])
+@pytest.mark.parametrize(
+    "optimizer, kwargs",
+    [
+        (torch.optim.AdamW, {}),
+        (torch.optim.Adam, {"weight_decay": 0.1}),
+        (torch.optim.Adam, {"amsgrad": True}),
+    ],
+)
 def test_an_optimizer_the_fused_step_does_not_reproduce_gets_the_compiled_loss(optimizer, kwargs):
     group, collector = _group_and_rollout(num_minibatches=1, optimizer=optimizer, **kwargs)
     assert not fused_step.supports(group.optimizer)

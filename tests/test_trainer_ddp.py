@@ -9,14 +9,26 @@ from pathlib import Path
 
 import torch
 
-OVERRIDES = ["trainer.num_envs=4", "trainer.train_batch_size=32", "trainer.total_timesteps=128",
-             "trainer.accelerator=cpu", "trainer.devices=2", "trainer.strategy=ddp", "trainer.seed=7",
-             "trainer.progress_bar=false", "policy.agent.model.fc_dims=[8]", "evaluation.eval_freq=1",
-             "saving.metrics_log_freq=1", "trainer.compile=true"]
+OVERRIDES = [
+    "trainer.num_envs=4",
+    "trainer.train_batch_size=32",
+    "trainer.total_timesteps=128",
+    "trainer.accelerator=cpu",
+    "trainer.devices=2",
+    "trainer.strategy=ddp",
+    "trainer.seed=7",
+    "trainer.progress_bar=false",
+    "policy.agent.model.fc_dims=[8]",
+    "evaluation.eval_freq=1",
+    "saving.metrics_log_freq=1",
+    "trainer.compile=true",
+]
 
 
 def test_two_ranks_hold_identical_weights_with_different_env_seeds(tmp_path):
-    done = subprocess.run([sys.executable, __file__, str(tmp_path)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, __file__, str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1)]
     assert ranks[0]["iterations"] == ranks[1]["iterations"] == 2
@@ -42,15 +54,27 @@ def _main(out: Path) -> None:
     from gpu_envs.trainers.fabric_loop import Trainer, make_fabric
     from gpu_envs.trainers.presets import preset
 
-    config = RunConfig.from_dict(apply_overrides(preset("cartpole"), OVERRIDES + [f"saving.basedir={out / 'exp'}"]))
+    config = RunConfig.from_dict(
+        apply_overrides(preset("cartpole"), OVERRIDES + [f"saving.basedir={out / 'exp'}"])
+    )
     fabric = make_fabric(config)
     trainer = Trainer(fabric, config)
     initial = trainer.groups[0].module.actor.weight.detach().clone()
-    first_obs = trainer.game.reset(config.trainer.seed + fabric.global_rank * config.trainer.num_envs)[:, 0]
+    first_obs = trainer.game.reset(
+        config.trainer.seed + fabric.global_rank * config.trainer.num_envs
+    )[:, 0]
     summary = trainer.fit()
-    torch.save({"iterations": summary["iterations"], "weights": trainer.groups[0].module.state_dict(),
-                "initial": initial, "first_obs": first_obs, "compiled": trainer.groups[0].loss_fn is not None,
-                "obs": trainer.collector.buffers["agent"].obs.clone()}, out / f"rank{fabric.global_rank}.pt")
+    torch.save(
+        {
+            "iterations": summary["iterations"],
+            "weights": trainer.groups[0].module.state_dict(),
+            "initial": initial,
+            "first_obs": first_obs,
+            "compiled": trainer.groups[0].loss_fn is not None,
+            "obs": trainer.collector.buffers["agent"].obs.clone(),
+        },
+        out / f"rank{fabric.global_rank}.pt",
+    )
 
 
 if __name__ == "__main__":

@@ -22,18 +22,30 @@ from gpu_envs.trainers.config import ModelConfig, RunConfig, apply_overrides
 from gpu_envs.trainers.policy import ActorCritic
 from gpu_envs.trainers.presets import preset
 
-SMALL = ["trainer.num_envs=8", "trainer.train_batch_size=64", "trainer.progress_bar=false",
-         "policy.agent.model.fc_dims=[8]", "trainer.compile=false", "evaluation.eval_freq=0",
-         "saving.metrics_log_freq=1000"]
+SMALL = [
+    "trainer.num_envs=8",
+    "trainer.train_batch_size=64",
+    "trainer.progress_bar=false",
+    "policy.agent.model.fc_dims=[8]",
+    "trainer.compile=false",
+    "evaluation.eval_freq=0",
+    "saving.metrics_log_freq=1000",
+]
 
 
 def _state(module: ActorCritic, model: ModelConfig) -> dict:
-    return {"iteration": 3, "env_step": 192, "num_iterations": 10,
-            "counters": {"total_episodes": 4, "train_seconds": 0.5, "evaluations": 0},
-            "best_eval": -1.0, "config": {"name": "cartpole", "policy": {"agent": {"model": vars(model).copy()}}},
-            "spaces": {"obs_dim": 4, "action_nvec": [2]},
-            "policies": {"agent": {"model": module.state_dict(), "optimizer": None}},
-            "sampler": {}, "rng": [{"torch": torch.get_rng_state()}]}
+    return {
+        "iteration": 3,
+        "env_step": 192,
+        "num_iterations": 10,
+        "counters": {"total_episodes": 4, "train_seconds": 0.5, "evaluations": 0},
+        "best_eval": -1.0,
+        "config": {"name": "cartpole", "policy": {"agent": {"model": vars(model).copy()}}},
+        "spaces": {"obs_dim": 4, "action_nvec": [2]},
+        "policies": {"agent": {"model": module.state_dict(), "optimizer": None}},
+        "sampler": {},
+        "rng": [{"torch": torch.get_rng_state()}],
+    }
 
 
 def _saved(tmp_path, name="iteration_3.pth.tar", model=None):
@@ -45,8 +57,9 @@ def _saved(tmp_path, name="iteration_3.pth.tar", model=None):
 
 
 def _config(tmp_path, *overrides):
-    return RunConfig.from_dict(apply_overrides(preset("cartpole"), [*SMALL, f"saving.basedir={tmp_path}",
-                                                                     *overrides]))
+    return RunConfig.from_dict(
+        apply_overrides(preset("cartpole"), [*SMALL, f"saving.basedir={tmp_path}", *overrides])
+    )
 
 
 def _ckpt_dir(tmp_path):
@@ -70,7 +83,9 @@ def test_a_save_interrupted_mid_write_keeps_the_previous_checkpoint(tmp_path, mo
     for target in (path, tmp_path / "iteration_4.pth.tar"):  # over the previous file, and beside it
         with pytest.raises(OSError, match="No space left"):
             ckpt.save_checkpoint(changed, target)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["iteration_3.pth.tar"]  # no temporary file left
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "iteration_3.pth.tar"
+    ]  # no temporary file left
     assert path.read_bytes() == before
     loaded = ckpt.load_checkpoint(path)
     for key, value in module.state_dict().items():
@@ -84,16 +99,27 @@ def test_save_refuses_non_finite_weights(tmp_path, poison):
     module = ActorCritic(4, (2,), ModelConfig(fc_dims=[8]))
     with torch.no_grad():
         module.critic.weight[0, 3] = poison
-    with pytest.raises(ckpt.CheckpointError, match=r"refusing to write .*policies\.agent\.model\.critic\.weight "
-                                                   r"holds NaN or inf"):
+    with pytest.raises(
+        ckpt.CheckpointError,
+        match=r"refusing to write .*policies\.agent\.model\.critic\.weight "
+        r"holds NaN or inf",
+    ):
         ckpt.save_checkpoint(_state(module, ModelConfig(fc_dims=[8])), path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["iteration_3.pth.tar"]
 
 
 # ---------------------------------------------------------------------------------- reading
-@pytest.mark.parametrize("field", ["counters.train_seconds", "spaces.obs_dim", "rng", "policies.agent.optimizer",
-                                   "config.policy.agent.model.activation"])
+@pytest.mark.parametrize(
+    "field",
+    [
+        "counters.train_seconds",
+        "spaces.obs_dim",
+        "rng",
+        "policies.agent.optimizer",
+        "config.policy.agent.model.activation",
+    ],
+)
 def test_a_missing_field_is_named(tmp_path, field):
     state = _state(ActorCritic(4, (2,), ModelConfig(fc_dims=[8])), ModelConfig(fc_dims=[8]))
     *parents, last = field.split(".")
@@ -123,7 +149,9 @@ def test_empty_and_truncated_files_say_corrupt(tmp_path):
     for size in (0, 300):
         damaged = tmp_path / f"damaged_{size}.pth.tar"
         damaged.write_bytes(path.read_bytes()[:size])
-        with pytest.raises(ckpt.CheckpointError, match=f"{damaged.name} is corrupt or not a torch checkpoint"):
+        with pytest.raises(
+            ckpt.CheckpointError, match=f"{damaged.name} is corrupt or not a torch checkpoint"
+        ):
             ckpt.load_checkpoint(damaged)
 
 
@@ -132,24 +160,39 @@ def test_the_whole_network_description_is_checked(tmp_path):
     path, module = _saved(tmp_path, model=ModelConfig(fc_dims=[8], activation="tanh"))
     state = ckpt.load_checkpoint(path)
     relu = ModelConfig(fc_dims=[8], activation="relu")  # the same parameter shapes
-    with pytest.raises(ckpt.CheckpointError, match="policy.agent.model.activation is 'tanh' in the checkpoint, "
-                                                   "'relu' in this run"):
-        ckpt.check_compatible(state, path, 4, (2,), {"agent": ActorCritic(4, (2,), relu)}, {"agent": relu})
-    with pytest.raises(ckpt.CheckpointError, match="observations of size 4 and actions \\[2\\], this run has "
-                                                   "4 and \\[3\\]"):
-        ckpt.check_compatible(state, path, 4, (3,), {"agent": module}, {"agent": ModelConfig(fc_dims=[8])})
+    with pytest.raises(
+        ckpt.CheckpointError,
+        match="policy.agent.model.activation is 'tanh' in the checkpoint, 'relu' in this run",
+    ):
+        ckpt.check_compatible(
+            state, path, 4, (2,), {"agent": ActorCritic(4, (2,), relu)}, {"agent": relu}
+        )
+    with pytest.raises(
+        ckpt.CheckpointError,
+        match="observations of size 4 and actions \\[2\\], this run has 4 and \\[3\\]",
+    ):
+        ckpt.check_compatible(
+            state, path, 4, (3,), {"agent": module}, {"agent": ModelConfig(fc_dims=[8])}
+        )
     # A config that agrees with weights that do not: still refused, by the parameter shapes.
     wider = ActorCritic(4, (2,), ModelConfig(fc_dims=[16]))
     with pytest.raises(ckpt.CheckpointError, match="mismatched parameters"):
-        ckpt.check_compatible(state, path, 4, (2,), {"agent": wider}, {"agent": ModelConfig(fc_dims=[8])})
+        ckpt.check_compatible(
+            state, path, 4, (2,), {"agent": wider}, {"agent": ModelConfig(fc_dims=[8])}
+        )
 
 
 def test_resuming_a_tanh_run_with_relu_names_the_field(tmp_path):
     from gpu_envs.trainers.fabric_loop import train
 
     train(_config(tmp_path, "trainer.total_timesteps=64"))
-    with pytest.raises(ckpt.CheckpointError, match="policy.agent.model.activation is 'tanh' in the checkpoint"):
-        train(_config(tmp_path, "trainer.total_timesteps=128", "policy.agent.model.activation=relu"), resume=True)
+    with pytest.raises(
+        ckpt.CheckpointError, match="policy.agent.model.activation is 'tanh' in the checkpoint"
+    ):
+        train(
+            _config(tmp_path, "trainer.total_timesteps=128", "policy.agent.model.activation=relu"),
+            resume=True,
+        )
 
 
 def test_resume_skips_a_damaged_newest_checkpoint(tmp_path, capsys):
@@ -159,21 +202,32 @@ def test_resume_skips_a_damaged_newest_checkpoint(tmp_path, capsys):
     newest = _ckpt_dir(tmp_path) / "iteration_4.pth.tar"
     newest.write_bytes(newest.read_bytes()[:1000])
     capsys.readouterr()
-    with pytest.warns(UserWarning, match=f"skipping {re.escape(str(newest))}: checkpoint .* is corrupt"):
-        summary = train(_config(tmp_path, "trainer.total_timesteps=384", "saving.model_params_save_freq=1"),
-                        resume=True)
+    with pytest.warns(
+        UserWarning, match=f"skipping {re.escape(str(newest))}: checkpoint .* is corrupt"
+    ):
+        summary = train(
+            _config(tmp_path, "trainer.total_timesteps=384", "saving.model_params_save_freq=1"),
+            resume=True,
+        )
     assert "at iteration 3 (env step 192)" in capsys.readouterr().out
     assert summary["iterations"] == 6
     assert ckpt.load_checkpoint(newest)["iteration"] == 4  # written again by the resumed run
     for path in ckpt.iteration_checkpoints(_ckpt_dir(tmp_path)):
         path.write_bytes(b"")
-    with pytest.warns(UserWarning), pytest.raises(ckpt.CheckpointError, match="no readable iteration_<N>"):
+    with (
+        pytest.warns(UserWarning),
+        pytest.raises(ckpt.CheckpointError, match="no readable iteration_<N>"),
+    ):
         train(_config(tmp_path, "trainer.total_timesteps=448"), resume=True)
 
 
 def _popen(*args):
-    return subprocess.Popen([sys.executable, "-m", "gpu_envs.trainers.run", "cartpole", *SMALL, *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "gpu_envs.trainers.run", "cartpole", *SMALL, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def _newest_iteration(ckpt_dir) -> int:
@@ -183,7 +237,11 @@ def _newest_iteration(ckpt_dir) -> int:
 
 def test_sigkill_at_random_moments_then_resume_continues(tmp_path):
     """Three kills at random moments (saving every iteration, so some land inside a write)."""
-    args = [f"saving.basedir={tmp_path}", "trainer.total_timesteps=9600", "saving.model_params_save_freq=1"]
+    args = [
+        f"saving.basedir={tmp_path}",
+        "trainer.total_timesteps=9600",
+        "saving.model_params_save_freq=1",
+    ]
     ckpt_dir, rng = _ckpt_dir(tmp_path), random.Random(20261201)
     last = 0
     for kill in range(4):
@@ -221,7 +279,9 @@ def _only_finite_checkpoints(ckpt_dir) -> list[str]:
     names = []
     for path in sorted(ckpt_dir.iterdir()):
         state = ckpt.load_checkpoint(path)
-        assert all(torch.isfinite(t).all() for t in state["policies"]["agent"]["model"].values()), path
+        assert all(torch.isfinite(t).all() for t in state["policies"]["agent"]["model"].values()), (
+            path
+        )
         names.append(path.name)
     return names
 
@@ -239,19 +299,33 @@ def test_an_injected_nan_stops_the_run_and_keeps_the_finite_checkpoints(tmp_path
 
     monkeypatch.setattr(fabric_loop.learner, "update", update_with_a_nan_reward)
     with pytest.raises(SystemExit) as stop:
-        cli_args.run(*_args(tmp_path, "trainer.total_timesteps=640", "saving.model_params_save_freq=2"))
+        cli_args.run(
+            *_args(tmp_path, "trainer.total_timesteps=640", "saving.model_params_save_freq=2")
+        )
     message = str(stop.value.code)
-    assert re.search(r"training diverged at iteration 5: policy 'agent' (total_loss|grad_norm) is nan", message)
+    assert re.search(
+        r"training diverged at iteration 5: policy 'agent' (total_loss|grad_norm) is nan", message
+    )
     assert "Lower policy.agent.lr (now 0.003)" in message and "rewards" in message
     assert len(calls) == 5
-    assert _only_finite_checkpoints(_ckpt_dir(tmp_path)) == ["iteration_2.pth.tar", "iteration_4.pth.tar"]
+    assert _only_finite_checkpoints(_ckpt_dir(tmp_path)) == [
+        "iteration_2.pth.tar",
+        "iteration_4.pth.tar",
+    ]
 
 
 def test_a_huge_learning_rate_exits_with_an_error(tmp_path):
-    proc = _popen(f"saving.basedir={tmp_path}", "trainer.total_timesteps=640", "policy.agent.lr=1e30",
-                  "saving.model_params_save_freq=1")
+    proc = _popen(
+        f"saving.basedir={tmp_path}",
+        "trainer.total_timesteps=640",
+        "policy.agent.lr=1e30",
+        "saving.model_params_save_freq=1",
+    )
     output = proc.communicate(timeout=120)[0]
     assert proc.returncode != 0
-    assert "gpu-envs train: error: training diverged at iteration" in output and "Traceback" not in output
+    assert (
+        "gpu-envs train: error: training diverged at iteration" in output
+        and "Traceback" not in output
+    )
     assert "Lower policy.agent.lr (now 1e+30)" in output
     _only_finite_checkpoints(_ckpt_dir(tmp_path))

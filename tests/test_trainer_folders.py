@@ -23,8 +23,12 @@ def test_claims_in_the_same_second_get_distinct_folders(tmp_path, monkeypatch):
     monkeypatch.setattr(experiment, "datetime", _FrozenClock)
     root = tmp_path / "cartpole_ppo" / "example"
     claimed = [fresh_root(root) for _ in range(4)]
-    assert [p.name for p in claimed] == ["example", "example_261201_153045", "example_261201_153045_1",
-                                         "example_261201_153045_2"]
+    assert [p.name for p in claimed] == [
+        "example",
+        "example_261201_153045",
+        "example_261201_153045_1",
+        "example_261201_153045_2",
+    ]
     assert all(p.is_dir() and not any(p.iterdir()) for p in claimed)
 
 
@@ -57,7 +61,10 @@ def test_starting_in_a_folder_removes_leftover_temporary_checkpoint_files(tmp_pa
     ckpt_dir = tmp_path / "run" / "ckpt"
     ckpt_dir.mkdir(parents=True)
     save_checkpoint({"iteration": 1}, ckpt_dir / "iteration_1.pth.tar")
-    leftovers = [ckpt_dir / ".iteration_2.pth.tar.k3j9x1.tmp", ckpt_dir / ".ckpt_best.pth.tar.a8b2c0.tmp"]
+    leftovers = [
+        ckpt_dir / ".iteration_2.pth.tar.k3j9x1.tmp",
+        ckpt_dir / ".ckpt_best.pth.tar.a8b2c0.tmp",
+    ]
     leftovers[0].write_bytes(b"")  # what a run killed inside torch.save leaves
     leftovers[1].write_bytes(b"PK\x03\x04 half a zip")
     unrelated = ckpt_dir / "notes.tmp"

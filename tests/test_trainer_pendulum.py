@@ -11,8 +11,14 @@ from gpu_envs.trainers.checkpoint import load_checkpoint
 from gpu_envs.trainers.config import ModelConfig, PolicyConfig, RunConfig, apply_overrides
 from gpu_envs.trainers.evaluation import Evaluator
 from gpu_envs.trainers.games import PendulumGame, make_game
-from gpu_envs.trainers.policy import (ActorCritic, ContinuousActions, greedy_actions, is_continuous, log_prob,
-                                      log_prob_entropy)
+from gpu_envs.trainers.policy import (
+    ActorCritic,
+    ContinuousActions,
+    greedy_actions,
+    is_continuous,
+    log_prob,
+    log_prob_entropy,
+)
 from gpu_envs.trainers.presets import preset
 from gpu_envs.trainers.rollout import Collector, PolicyGroup
 from gpu_envs.trainers.sampling import NumbaSampler, TorchSampler
@@ -88,7 +94,11 @@ def test_pendulum_game_clips_torques_to_the_action_space_before_the_env():
     game.reset(seed=0)
     game.step(torch.tensor([[[5.0]], [[-7.0]], [[0.5]]]))
     assert torch.equal(seen[0], torch.tensor([[2.0], [-2.0], [0.5]]))
-    assert game.action_nvec == ContinuousActions(1) and game.obs_dim == 3 and game.episode_length == 200
+    assert (
+        game.action_nvec == ContinuousActions(1)
+        and game.obs_dim == 3
+        and game.episode_length == 200
+    )
 
 
 def test_collector_stores_the_unclipped_draws_and_their_log_probs():
@@ -102,8 +112,9 @@ def test_collector_stores_the_unclipped_draws_and_their_log_probs():
     buf = collector.collect()["agent"]
     assert buf.actions.dtype == torch.float32 and buf.actions.abs().max() > 2.0
     logits, _ = network(buf.obs.reshape(-1, 3))
-    torch.testing.assert_close(buf.log_probs.reshape(-1), log_prob(logits, buf.actions.reshape(-1, 1),
-                                                                   game.action_nvec))
+    torch.testing.assert_close(
+        buf.log_probs.reshape(-1), log_prob(logits, buf.actions.reshape(-1, 1), game.action_nvec)
+    )
 
 
 def test_evaluator_plays_the_mean_as_a_float_torque():
@@ -119,33 +130,57 @@ def test_evaluator_plays_the_mean_as_a_float_torque():
     assert result["lengths"].tolist() == [5.0, 5.0]
 
 
-SMALL = ["trainer.num_envs=8", "trainer.train_batch_size=64", "trainer.progress_bar=false",
-         "policy.agent.model.fc_dims=[8]", "trainer.compile=false", "evaluation.eval_freq=0",
-         "saving.model_params_save_freq=2"]
+SMALL = [
+    "trainer.num_envs=8",
+    "trainer.train_batch_size=64",
+    "trainer.progress_bar=false",
+    "policy.agent.model.fc_dims=[8]",
+    "trainer.compile=false",
+    "evaluation.eval_freq=0",
+    "saving.model_params_save_freq=2",
+]
 
 
 def test_checkpoint_with_the_gaussian_head_resumes_weights_and_adam_state(tmp_path):
     from gpu_envs.trainers.fabric_loop import train
 
     base = [*SMALL, f"saving.basedir={tmp_path}"]
-    train(RunConfig.from_dict(apply_overrides(preset("pendulum"), base + ["trainer.total_timesteps=128"])))
+    train(
+        RunConfig.from_dict(
+            apply_overrides(preset("pendulum"), base + ["trainer.total_timesteps=128"])
+        )
+    )
     folder = tmp_path / "pendulum_ppo" / "example" / "ckpt"
     first = load_checkpoint(folder / "iteration_2.pth.tar")
     assert first["policies"]["agent"]["model"]["log_std"].shape == (1,)
-    train(RunConfig.from_dict(apply_overrides(preset("pendulum"), base + ["trainer.total_timesteps=256"])),
-          resume=True)
+    train(
+        RunConfig.from_dict(
+            apply_overrides(preset("pendulum"), base + ["trainer.total_timesteps=256"])
+        ),
+        resume=True,
+    )
     state = load_checkpoint(folder / "iteration_4.pth.tar")
-    adam_steps = {s["step"].item() for s in state["policies"]["agent"]["optimizer"]["state"].values()}
-    assert adam_steps == {4 * 10 * 4}  # 4 iterations of 10 epochs x 4 minibatches: carried through the resume
-    assert not torch.equal(state["policies"]["agent"]["model"]["log_std"],
-                           first["policies"]["agent"]["model"]["log_std"])
+    adam_steps = {
+        s["step"].item() for s in state["policies"]["agent"]["optimizer"]["state"].values()
+    }
+    assert adam_steps == {
+        4 * 10 * 4
+    }  # 4 iterations of 10 epochs x 4 minibatches: carried through the resume
+    assert not torch.equal(
+        state["policies"]["agent"]["model"]["log_std"],
+        first["policies"]["agent"]["model"]["log_std"],
+    )
 
 
 def test_pendulum_preset_learns_to_the_stop_value(tmp_path):
     from gpu_envs.trainers.fabric_loop import train
 
-    overrides = ["trainer.compile=false", "trainer.progress_bar=false", "trainer.total_timesteps=400000",
-                 f"saving.basedir={tmp_path}"]
+    overrides = [
+        "trainer.compile=false",
+        "trainer.progress_bar=false",
+        "trainer.total_timesteps=400000",
+        f"saving.basedir={tmp_path}",
+    ]
     summary = train(RunConfig.from_dict(apply_overrides(preset("pendulum"), overrides)))
     assert summary["best_eval"] >= -250.0
     assert summary["env_steps"] < 400_000  # stopped at the stop value, not at the budget

@@ -20,8 +20,15 @@ NEXT_VALUE = torch.tensor([0.8])
 
 
 def _gae(terminated, done):
-    return ppo.compute_gae(REWARDS, VALUES, NEXT_VALUE, torch.tensor(terminated).view(3, 1),
-                           torch.tensor(done).view(3, 1), gamma=0.9, gae_lambda=0.8)
+    return ppo.compute_gae(
+        REWARDS,
+        VALUES,
+        NEXT_VALUE,
+        torch.tensor(terminated).view(3, 1),
+        torch.tensor(done).view(3, 1),
+        gamma=0.9,
+        gae_lambda=0.8,
+    )
 
 
 def test_gae_without_episode_end():
@@ -63,21 +70,32 @@ def test_clipped_surrogate_by_hand():
 
 def test_a2c_loss_is_plain_policy_gradient():
     new = torch.tensor([-0.5, -2.0])
-    loss, _ = ppo.policy_loss(new, new.detach(), torch.tensor([2.0, -1.0]), ppo.mean_weights(torch.ones(2)), 0.2,
-                              clipped=False)
+    loss, _ = ppo.policy_loss(
+        new,
+        new.detach(),
+        torch.tensor([2.0, -1.0]),
+        ppo.mean_weights(torch.ones(2)),
+        0.2,
+        clipped=False,
+    )
     assert loss.item() == pytest.approx((2.0 * 0.5 + -1.0 * 2.0) / 2)
 
 
 def test_value_clipping_by_hand():
     new, old, ret = torch.tensor([2.0, 0.5]), torch.tensor([1.0, 1.0]), torch.tensor([0.0, 2.0])
     # entry 0: max((2-0)^2, (1.2-0)^2) = 4 ; entry 1: max((0.5-2)^2, (0.8-2)^2) = 2.25
-    clipped = ppo.value_loss(new, old, ret, ppo.mean_weights(torch.ones(2)), clip_param=0.2, clip_vloss=True)
+    clipped = ppo.value_loss(
+        new, old, ret, ppo.mean_weights(torch.ones(2)), clip_param=0.2, clip_vloss=True
+    )
     assert clipped.item() == pytest.approx(0.5 * (4.0 + 2.25) / 2)
-    plain = ppo.value_loss(new, old, ret, ppo.mean_weights(torch.ones(2)), clip_param=0.2, clip_vloss=False)
+    plain = ppo.value_loss(
+        new, old, ret, ppo.mean_weights(torch.ones(2)), clip_param=0.2, clip_vloss=False
+    )
     assert plain.item() == pytest.approx(0.5 * (4.0 + 2.25) / 2)
     new = torch.tensor([1.5])
-    assert ppo.value_loss(new, torch.tensor([1.0]), torch.tensor([1.5]), ppo.mean_weights(torch.ones(1)), 0.2, True).item() == \
-        pytest.approx(0.5 * 0.3 ** 2)
+    assert ppo.value_loss(
+        new, torch.tensor([1.0]), torch.tensor([1.5]), ppo.mean_weights(torch.ones(1)), 0.2, True
+    ).item() == pytest.approx(0.5 * 0.3**2)
 
 
 def test_masked_entries_do_not_count():
@@ -94,10 +112,14 @@ def test_masked_entries_do_not_count():
 def test_explained_variance():
     returns = torch.tensor([1.0, 2.0, 3.0, 4.0])
     assert ppo.explained_variance(returns, returns, torch.ones(4)).item() == pytest.approx(1.0)
-    assert ppo.explained_variance(torch.zeros(4), returns, torch.ones(4)).item() == pytest.approx(0.0, abs=1e-6)
+    assert ppo.explained_variance(torch.zeros(4), returns, torch.ones(4)).item() == pytest.approx(
+        0.0, abs=1e-6
+    )
     # residuals [0, 1, 0, 1]: variance 1/3 against variance 5/3 of the returns
     values = returns - torch.tensor([0.0, 1.0, 0.0, 1.0])
-    assert ppo.explained_variance(values, returns, torch.ones(4)).item() == pytest.approx(1.0 - (1 / 3) / (5 / 3))
+    assert ppo.explained_variance(values, returns, torch.ones(4)).item() == pytest.approx(
+        1.0 - (1 / 3) / (5 / 3)
+    )
 
 
 def test_log_prob_and_entropy_of_multidiscrete_heads():
@@ -124,8 +146,15 @@ def _cartpole_collector(max_episode_steps, steps, envs=4):
     game = CartPoleGame(envs, torch.device("cpu"), {"max_episode_steps": max_episode_steps})
     cfg = PolicyConfig(update_epochs=2, num_minibatches=2, model=ModelConfig(fc_dims=[8]))
     module = ActorCritic(4, (2,), cfg.model)
-    group = PolicyGroup("agent", cfg, module, module, torch.optim.Adam(module.parameters(), lr=1e-3, eps=1e-5),
-                        slice(0, 1), 1)
+    group = PolicyGroup(
+        "agent",
+        cfg,
+        module,
+        module,
+        torch.optim.Adam(module.parameters(), lr=1e-3, eps=1e-5),
+        slice(0, 1),
+        1,
+    )
     collector = Collector(game, [group], steps, TorchSampler(0), PhaseTimer(torch.device("cpu")))
     collector.reset(seed=0)
     return collector, group
@@ -144,7 +173,9 @@ def test_rollout_bootstraps_truncation_from_final_obs_and_masks_reset_step():
     with torch.no_grad():
         _, v = group.module(buf.obs[5, :, 0])
     torch.testing.assert_close(buf.values[5, :, 0], v)
-    adv, _ = ppo.compute_gae(buf.rewards, buf.values, buf.next_value, buf.terminated, buf.done, 0.99, 0.95)
+    adv, _ = ppo.compute_gae(
+        buf.rewards, buf.values, buf.next_value, buf.terminated, buf.done, 0.99, 0.95
+    )
     torch.testing.assert_close(adv[4], buf.rewards[4] + 0.99 * buf.values[5] - buf.values[4])
     stats = collector.episode_stats(group)
     assert stats["episode_count"].item() == 8 and stats["return_sum"].item() == 8 * 5.0
@@ -186,4 +217,6 @@ def test_clip_gradients_matches_torch_and_returns_the_norm_before_clipping():
     assert norm.item() == pytest.approx(expected.item(), rel=1e-6) and norm.item() > 0.5
     for a, b in zip(ours.parameters(), reference.parameters()):
         torch.testing.assert_close(a.grad, b.grad)
-    assert clip_gradients(list(ours.parameters()), float("inf")).item() == pytest.approx(0.5, rel=1e-5)
+    assert clip_gradients(list(ours.parameters()), float("inf")).item() == pytest.approx(
+        0.5, rel=1e-5
+    )

@@ -13,37 +13,80 @@ from gpu_envs.trainers.checkpoint import load_checkpoint
 from gpu_envs.trainers.config import RunConfig, apply_overrides
 from gpu_envs.trainers.presets import preset
 
-SMALL = ["trainer.num_envs=8", "trainer.train_batch_size=64", "trainer.progress_bar=false",
-         "policy.agent.model.fc_dims=[8]", "trainer.compile=false"]  # compiling: test_trainer_compile
+SMALL = [
+    "trainer.num_envs=8",
+    "trainer.train_batch_size=64",
+    "trainer.progress_bar=false",
+    "policy.agent.model.fc_dims=[8]",
+    "trainer.compile=false",
+]  # compiling: test_trainer_compile
 
 
 def test_experiment_folder_layout(tmp_path):
     from gpu_envs.trainers.fabric_loop import train
 
-    config = RunConfig.from_dict(apply_overrides(preset("cartpole"), SMALL + [
-        f"saving.basedir={tmp_path}", "trainer.total_timesteps=384", "evaluation.eval_freq=2",
-        "saving.metrics_log_freq=3", "saving.model_params_save_freq=2", "trainer.capture_video=true"]))
+    config = RunConfig.from_dict(
+        apply_overrides(
+            preset("cartpole"),
+            SMALL
+            + [
+                f"saving.basedir={tmp_path}",
+                "trainer.total_timesteps=384",
+                "evaluation.eval_freq=2",
+                "saving.metrics_log_freq=3",
+                "saving.model_params_save_freq=2",
+                "trainer.capture_video=true",
+            ],
+        )
+    )
     summary = train(config)
     root = tmp_path / "cartpole_ppo" / "example"
     assert summary["iterations"] == 6 and summary["env_steps"] == 384
     ckpts = sorted(p.name for p in (root / "ckpt").iterdir())
-    assert ckpts == ["ckpt_best.pth.tar", "iteration_2.pth.tar", "iteration_4.pth.tar", "iteration_6.pth.tar"]
+    assert ckpts == [
+        "ckpt_best.pth.tar",
+        "iteration_2.pth.tar",
+        "iteration_4.pth.tar",
+        "iteration_6.pth.tar",
+    ]
     for name in ("collector", "evaluator", "learner"):
         assert (root / "log" / name / f"{name}_logger.txt").stat().st_size > 0
     learner_log = (root / "log" / "learner" / "learner_logger.txt").read_text()
     assert learner_log.index("ActorCritic(") < learner_log.index("cur_lr_avg")
-    for column in ("total_loss_avg", "policy_loss_avg", "value_loss_avg", "entropy_avg", "grad_norm_avg",
-                   "approx_kl_avg", "clip_fraction_avg", "explained_variance_avg"):
+    for column in (
+        "total_loss_avg",
+        "policy_loss_avg",
+        "value_loss_avg",
+        "entropy_avg",
+        "grad_norm_avg",
+        "approx_kl_avg",
+        "clip_fraction_avg",
+        "explained_variance_avg",
+    ):
         assert column in learner_log
     collector_log = (root / "log" / "collector" / "collector_logger.txt").read_text()
-    for key in ("episode_count", "envstep_count", "avg_envstep_per_sec", "avg_episode_per_sec", "collect_time",
-                "reward_mean", "reward_std", "reward_max", "reward_min", "total_envstep_count",
-                "total_episode_count", "total_duration"):
+    for key in (
+        "episode_count",
+        "envstep_count",
+        "avg_envstep_per_sec",
+        "avg_episode_per_sec",
+        "collect_time",
+        "reward_mean",
+        "reward_std",
+        "reward_max",
+        "reward_min",
+        "total_envstep_count",
+        "total_episode_count",
+        "total_duration",
+    ):
         assert f"\n{key}: " in collector_log
     assert "reward_mean" in (root / "log" / "evaluator" / "evaluator_logger.txt").read_text()
     events = list((root / "log" / "serial").glob("events.out.tfevents.*"))
     assert len(events) == 1
-    assert RunConfig.from_dict(__import__("yaml").safe_load((root / "total_config.yaml").read_text())) == config
+    assert (
+        RunConfig.from_dict(__import__("yaml").safe_load((root / "total_config.yaml").read_text()))
+        == config
+    )
     lines = [json.loads(line) for line in (root / "results.json").read_text().splitlines()]
     assert [line["Iterations Completed"] for line in lines] == [3, 6]
     assert "Mean episodic reward" in lines[-1]["agent"] and "Perf. Stats" in lines[-1]
@@ -51,7 +94,9 @@ def test_experiment_folder_layout(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     tags = EventAccumulator(str(events[0])).Reload().Tags()["scalars"]
-    assert "learner_iter/agent/total_loss_avg" in tags and "learner_step/agent/total_loss_avg" in tags
+    assert (
+        "learner_iter/agent/total_loss_avg" in tags and "learner_step/agent/total_loss_avg" in tags
+    )
     assert "collector_step/agent/reward_mean" in tags and "evaluator_iter/agent/reward_mean" in tags
     # A second run with the same name does not overwrite the first one (DI-engine's renaming).
     config.trainer.total_timesteps = 64
@@ -59,13 +104,23 @@ def test_experiment_folder_layout(tmp_path):
 
 
 def _run_cli(args, **kwargs):
-    return subprocess.Popen([sys.executable, "-m", "gpu_envs.trainers.run", "cartpole", *SMALL, *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-m", "gpu_envs.trainers.run", "cartpole", *SMALL, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **kwargs,
+    )
 
 
 def test_resume_after_sigkill_continues_the_counters(tmp_path):
-    args = [f"saving.basedir={tmp_path}", "trainer.total_timesteps=1920", "evaluation.eval_freq=0",
-            "saving.model_params_save_freq=1", "saving.metrics_log_freq=1000"]
+    args = [
+        f"saving.basedir={tmp_path}",
+        "trainer.total_timesteps=1920",
+        "evaluation.eval_freq=0",
+        "saving.model_params_save_freq=1",
+        "saving.metrics_log_freq=1000",
+    ]
     ckpt_dir = tmp_path / "cartpole_ppo" / "example" / "ckpt"
     proc = _run_cli(args)
     deadline = time.time() + 240
@@ -74,9 +129,13 @@ def test_resume_after_sigkill_continues_the_counters(tmp_path):
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    killed_at = max(int(p.name.split("_")[1].split(".")[0]) for p in ckpt_dir.glob("iteration_*.pth.tar"))
+    killed_at = max(
+        int(p.name.split("_")[1].split(".")[0]) for p in ckpt_dir.glob("iteration_*.pth.tar")
+    )
     assert 3 <= killed_at < 30
-    state = load_checkpoint(ckpt_dir / f"iteration_{killed_at}.pth.tar")  # the last file is complete
+    state = load_checkpoint(
+        ckpt_dir / f"iteration_{killed_at}.pth.tar"
+    )  # the last file is complete
     assert state["env_step"] == killed_at * 64
 
     resumed = _run_cli(args + ["--resume"])
@@ -92,9 +151,15 @@ def test_resume_after_sigkill_continues_the_counters(tmp_path):
 def test_resume_with_mismatched_network_is_a_clear_error(tmp_path):
     from gpu_envs.trainers.fabric_loop import train
 
-    base = SMALL + [f"saving.basedir={tmp_path}", "trainer.total_timesteps=64", "evaluation.eval_freq=0"]
+    base = SMALL + [
+        f"saving.basedir={tmp_path}",
+        "trainer.total_timesteps=64",
+        "evaluation.eval_freq=0",
+    ]
     train(RunConfig.from_dict(apply_overrides(preset("cartpole"), base)))
-    other = RunConfig.from_dict(apply_overrides(preset("cartpole"), base + ["policy.agent.model.fc_dims=[16]"]))
+    other = RunConfig.from_dict(
+        apply_overrides(preset("cartpole"), base + ["policy.agent.model.fc_dims=[16]"])
+    )
     from gpu_envs.trainers.checkpoint import CheckpointError
 
     with pytest.raises(CheckpointError, match="policy 'agent' has a different network"):
@@ -105,8 +170,12 @@ def test_fabric_run_with_mixed_precision_is_a_clear_error(monkeypatch):
     from gpu_envs.trainers.fabric_loop import make_fabric
 
     # What `fabric run --precision bf16-mixed ...` hands the script it launches.
-    for key, value in {"LT_CLI_USED": "1", "LT_PRECISION": "bf16-mixed", "LT_ACCELERATOR": "cpu",
-                       "LT_DEVICES": "1"}.items():
+    for key, value in {
+        "LT_CLI_USED": "1",
+        "LT_PRECISION": "bf16-mixed",
+        "LT_ACCELERATOR": "cpu",
+        "LT_DEVICES": "1",
+    }.items():
         monkeypatch.setenv(key, value)
     with pytest.raises(ValueError, match="32-bit precision"):
         make_fabric(RunConfig.from_dict(preset("cartpole")))
@@ -128,20 +197,42 @@ def test_train_clock_stands_still_while_paused(monkeypatch):
     assert clock.seconds() == 8.0
 
 
-def test_compiled_training_fuses_the_gradient_step_and_resumes_its_adam_state(tmp_path, monkeypatch):
+def test_compiled_training_fuses_the_gradient_step_and_resumes_its_adam_state(
+    tmp_path, monkeypatch
+):
     from gpu_envs.trainers import fused_step
     from gpu_envs.trainers.fabric_loop import train
 
     fused_calls = []
     original_call = fused_step.FusedAdamStep.__call__
-    monkeypatch.setattr(fused_step.FusedAdamStep, "__call__",
-                        lambda self, *args: fused_calls.append(1) or original_call(self, *args))
-    base = [*SMALL, "trainer.compile=true", f"saving.basedir={tmp_path}", "evaluation.eval_freq=0",
-            "saving.model_params_save_freq=2"]
-    train(RunConfig.from_dict(apply_overrides(preset("cartpole"), base + ["trainer.total_timesteps=256"])))
-    assert len(fused_calls) == 4 * 10  # 4 iterations of 10 epochs x 1 minibatch, all through the fused step
-    train(RunConfig.from_dict(apply_overrides(preset("cartpole"), base + ["trainer.total_timesteps=384"])),
-          resume=True)
+    monkeypatch.setattr(
+        fused_step.FusedAdamStep,
+        "__call__",
+        lambda self, *args: fused_calls.append(1) or original_call(self, *args),
+    )
+    base = [
+        *SMALL,
+        "trainer.compile=true",
+        f"saving.basedir={tmp_path}",
+        "evaluation.eval_freq=0",
+        "saving.model_params_save_freq=2",
+    ]
+    train(
+        RunConfig.from_dict(
+            apply_overrides(preset("cartpole"), base + ["trainer.total_timesteps=256"])
+        )
+    )
+    assert (
+        len(fused_calls) == 4 * 10
+    )  # 4 iterations of 10 epochs x 1 minibatch, all through the fused step
+    train(
+        RunConfig.from_dict(
+            apply_overrides(preset("cartpole"), base + ["trainer.total_timesteps=384"])
+        ),
+        resume=True,
+    )
     state = load_checkpoint(tmp_path / "cartpole_ppo" / "example" / "ckpt" / "iteration_6.pth.tar")
-    adam_steps = {s["step"].item() for s in state["policies"]["agent"]["optimizer"]["state"].values()}
+    adam_steps = {
+        s["step"].item() for s in state["policies"]["agent"]["optimizer"]["state"].values()
+    }
     assert adam_steps == {60.0}  # torch Adam's own state, carried through the resume

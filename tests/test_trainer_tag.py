@@ -8,17 +8,31 @@ import torch
 from gpu_envs.trainers.config import RunConfig, apply_overrides
 from gpu_envs.trainers.presets import preset
 
-SMALL_TAG = ["env.num_taggers=2", "env.num_runners=6", "env.grid_length=2.0", "env.episode_length=12",
-             "env.tagging_distance=0.25", "env.num_other_agents_observed=3", "trainer.num_envs=4",
-             "trainer.train_batch_size=48", "trainer.total_timesteps=96", "trainer.progress_bar=false",
-             "trainer.accelerator=cpu", "policy.runner.model.fc_dims=[8]", "policy.tagger.model.fc_dims=[8]",
-             "evaluation.eval_freq=0", "saving.metrics_log_freq=1"]
+SMALL_TAG = [
+    "env.num_taggers=2",
+    "env.num_runners=6",
+    "env.grid_length=2.0",
+    "env.episode_length=12",
+    "env.tagging_distance=0.25",
+    "env.num_other_agents_observed=3",
+    "trainer.num_envs=4",
+    "trainer.train_batch_size=48",
+    "trainer.total_timesteps=96",
+    "trainer.progress_bar=false",
+    "trainer.accelerator=cpu",
+    "policy.runner.model.fc_dims=[8]",
+    "policy.tagger.model.fc_dims=[8]",
+    "evaluation.eval_freq=0",
+    "saving.metrics_log_freq=1",
+]
 
 
 def _trainer(tmp_path, extra=()):
     from gpu_envs.trainers.fabric_loop import Trainer, make_fabric
 
-    config = RunConfig.from_dict(apply_overrides(preset("tag"), SMALL_TAG + [f"saving.basedir={tmp_path}", *extra]))
+    config = RunConfig.from_dict(
+        apply_overrides(preset("tag"), SMALL_TAG + [f"saving.basedir={tmp_path}", *extra])
+    )
     return Trainer(make_fabric(config), config)
 
 
@@ -37,7 +51,7 @@ def test_policies_own_their_agents_networks_and_optimizers(tmp_path, compile_ste
     tagger_ids = {id(p) for p in groups["tagger"].module.parameters()}
     runner_ids = {id(p) for p in groups["runner"].module.parameters()}
     assert not tagger_ids & runner_ids
-    for tag, group in groups.items():
+    for group in groups.values():
         own = {id(p) for p in group.module.parameters()}
         assert {id(p) for pg in group.optimizer.param_groups for p in pg["params"]} == own
     before = {tag: _params(g.module) for tag, g in groups.items()}
@@ -71,7 +85,9 @@ def test_tagged_runners_are_masked_and_their_data_cannot_move_the_weights(tmp_pa
     buf = buffers["runner"]
     env_done = trainer.collector.env_done  # [T, E]
     env_reset = trainer.collector.env_reset
-    tagged = buf.terminated.bool() & ~env_done[:, :, None]  # a runner left the game, its game goes on
+    tagged = (
+        buf.terminated.bool() & ~env_done[:, :, None]
+    )  # a runner left the game, its game goes on
     assert tagged.any(), "the small arena should produce tags"
     steps = buf.valid.shape[0]
     for t, e, j in tagged.nonzero().tolist():

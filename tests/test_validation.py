@@ -6,7 +6,8 @@ import time
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpu_envs import TagEnv, tag_params, validation
 from gpu_envs.kernels import tag_logic
@@ -17,8 +18,19 @@ F32_MAX = float(np.finfo(np.float32).max)
 
 
 # ------------------------------------------------------------------------------ seeds
-@pytest.mark.parametrize("seed, num_envs", [(2**64, 1), (2**63, 1), (2**63 - 1, 2), (-1, 1), (1.5, 1),
-                                            (True, 1), ("3", 1), (np.uint64(2**63), 1)])
+@pytest.mark.parametrize(
+    "seed, num_envs",
+    [
+        (2**64, 1),
+        (2**63, 1),
+        (2**63 - 1, 2),
+        (-1, 1),
+        (1.5, 1),
+        (True, 1),
+        ("3", 1),
+        (np.uint64(2**63), 1),
+    ],
+)
 def test_int_seed_outside_the_int64_range_is_refused(seed, num_envs):
     with pytest.raises(ValueError, match=r"seed must be an int in \[0, 2\*\*63 - "):
         validation.per_env_seeds(seed, num_envs, CPU)
@@ -36,13 +48,19 @@ def test_bad_seed_sequences_are_refused(seeds):
 
 
 def test_seed_sequences_of_each_container():
-    for seeds in ([5, 2**63 - 1], (5, 2**63 - 1), np.array([5, 2**63 - 1], dtype=np.uint64),
-                  torch.tensor([5, 2**63 - 1])):
+    for seeds in (
+        [5, 2**63 - 1],
+        (5, 2**63 - 1),
+        np.array([5, 2**63 - 1], dtype=np.uint64),
+        torch.tensor([5, 2**63 - 1]),
+    ):
         assert validation.per_env_seeds(seeds, 2, CPU).tolist() == [5, 2**63 - 1]
 
 
 # ------------------------------------------------------------------------------ episode steps, bounds
-@pytest.mark.parametrize("value, expected", [(None, 0), (0, 0), (500, 500), (np.int32(7), 7), (2**31 - 1, 2**31 - 1)])
+@pytest.mark.parametrize(
+    "value, expected", [(None, 0), (0, 0), (500, 500), (np.int32(7), 7), (2**31 - 1, 2**31 - 1)]
+)
 def test_max_episode_steps_accepted(value, expected):
     result = validation.check_max_episode_steps(value)
     assert result == expected and type(result) is int
@@ -54,20 +72,25 @@ def test_max_episode_steps_refused_naming_the_rule(value):
         validation.check_max_episode_steps(value)
 
 
-@pytest.mark.parametrize("low, high", [(-0.05, 0.05), (0, 0), (-2.0**60, 2.0**60), (np.float32(-1), 1)])
+@pytest.mark.parametrize(
+    "low, high", [(-0.05, 0.05), (0, 0), (-(2.0**60), 2.0**60), (np.float32(-1), 1)]
+)
 def test_reset_bounds_accepted(low, high):
     assert validation.check_reset_bounds(low, high) == (float(low), float(high))
 
 
-@pytest.mark.parametrize("low, high, message", [
-    (float("nan"), 0.1, r"options\['low'\] must be a finite number"),
-    (-0.1, float("inf"), r"options\['high'\] must be a finite number"),
-    (-0.1, 2.0**61, r"options\['high'\].*2\*\*60"),
-    (-(10**400), 0.0, r"options\['low'\]"),
-    (0.1, -0.1, r"options\['low'\] must be <= options\['high'\]"),
-    ("0", 1.0, r"options\['low'\]"),
-    (None, 1.0, r"options\['low'\]"),
-])
+@pytest.mark.parametrize(
+    "low, high, message",
+    [
+        (float("nan"), 0.1, r"options\['low'\] must be a finite number"),
+        (-0.1, float("inf"), r"options\['high'\] must be a finite number"),
+        (-0.1, 2.0**61, r"options\['high'\].*2\*\*60"),
+        (-(10**400), 0.0, r"options\['low'\]"),
+        (0.1, -0.1, r"options\['low'\] must be <= options\['high'\]"),
+        ("0", 1.0, r"options\['low'\]"),
+        (None, 1.0, r"options\['low'\]"),
+    ],
+)
 def test_reset_bounds_refused(low, high, message):
     with pytest.raises(ValueError, match=message):
         validation.check_reset_bounds(low, high)
@@ -79,12 +102,17 @@ def test_reset_mask_none_is_a_type_error_naming_the_option():
         validation.as_reset_mask(None, 3, CPU)
 
 
-@pytest.mark.parametrize("factory", [
-    lambda: torch.ones(3, dtype=torch.bool, device="meta"),
-    lambda: torch.ones(3, dtype=torch.bool).to_sparse(),
-])
+@pytest.mark.parametrize(
+    "factory",
+    [
+        lambda: torch.ones(3, dtype=torch.bool, device="meta"),
+        lambda: torch.ones(3, dtype=torch.bool).to_sparse(),
+    ],
+)
 def test_tensors_on_unsupported_devices_or_layouts_are_refused(factory):
-    with pytest.raises(ValueError, match=r"options\['reset_mask'\] must be a dense tensor on the CPU or a CUDA"):
+    with pytest.raises(
+        ValueError, match=r"options\['reset_mask'\] must be a dense tensor on the CPU or a CUDA"
+    ):
         validation.as_reset_mask(factory(), 3, CPU)
     with pytest.raises(ValueError, match="actions must be a dense tensor"):
         validation.as_action_tensor(factory().long(), (3,), CPU, 1)
@@ -97,17 +125,26 @@ def test_as_tensor_refuses_non_numeric_values():
 
 
 # ------------------------------------------------------------------------------ integer actions
-@pytest.mark.parametrize("actions, error, message", [
-    (torch.zeros(3, dtype=torch.int64), ValueError, r"actions must have shape \(4,\), got \(3,\)"),
-    (torch.zeros(4, dtype=torch.float32), TypeError, "integer dtype"),
-    (np.array([0.0, np.nan, 0, 0]), TypeError, "NaN"),
-    (torch.zeros(4, dtype=torch.int64, device="meta"), ValueError, "dense tensor on the CPU"),
-    (None, TypeError, "integer array"),
-])
+@pytest.mark.parametrize(
+    "actions, error, message",
+    [
+        (
+            torch.zeros(3, dtype=torch.int64),
+            ValueError,
+            r"actions must have shape \(4,\), got \(3,\)",
+        ),
+        (torch.zeros(4, dtype=torch.float32), TypeError, "integer dtype"),
+        (np.array([0.0, np.nan, 0, 0]), TypeError, "NaN"),
+        (torch.zeros(4, dtype=torch.int64, device="meta"), ValueError, "dense tensor on the CPU"),
+        (None, TypeError, "integer array"),
+    ],
+)
 def test_action_layout_is_checked_with_and_without_the_range(actions, error, message):
-    for check in (lambda a: validation.check_action_layout(a, (4,), CPU),
-                  lambda a: validation.as_action_tensor(a, (4,), CPU, 1, check_range=False),
-                  lambda a: validation.as_action_tensor(a, (4,), CPU, 1)):
+    for check in (
+        lambda a: validation.check_action_layout(a, (4,), CPU),
+        lambda a: validation.as_action_tensor(a, (4,), CPU, 1, check_range=False),
+        lambda a: validation.as_action_tensor(a, (4,), CPU, 1),
+    ):
         with pytest.raises(error, match=message):
             check(actions)
 
@@ -128,7 +165,9 @@ def test_action_range_matches_a_reference(values):
     if inside:
         assert torch.equal(validation.as_action_tensor(actions, (3, 2), CPU, upper), actions)
     else:
-        with pytest.raises(ValueError, match=r"actions\[\d, \d\] = -?\d is out of range: allowed 0..\[1, 3\]"):
+        with pytest.raises(
+            ValueError, match=r"actions\[\d, \d\] = -?\d is out of range: allowed 0..\[1, 3\]"
+        ):
             validation.as_action_tensor(actions, (3, 2), CPU, upper)
 
 
@@ -137,21 +176,33 @@ def test_box_actions_accepted_and_converted():
     actions = np.array([[-2.0], [0.5], [2.0]])
     result = validation.as_box_action_tensor(actions, (3, 1), CPU, -2.0, 2.0)
     assert result.dtype == torch.float32 and result.flatten().tolist() == [-2.0, 0.5, 2.0]
-    as64 = validation.as_box_action_tensor(actions, (3, 1), CPU, np.array([-2.0]), np.array([2.0]),
-                                           dtype=torch.float64)
+    as64 = validation.as_box_action_tensor(
+        actions, (3, 1), CPU, np.array([-2.0]), np.array([2.0]), dtype=torch.float64
+    )
     assert as64.dtype == torch.float64
 
 
-@pytest.mark.parametrize("actions, error, message", [
-    (np.array([[0.0], [np.nan], [0.0]]), ValueError, r"actions\[1, 0\] = nan must be finite"),
-    (np.array([[0.0], [0.0], [-np.inf]]), ValueError, r"actions\[2, 0\] = -inf must be finite"),
-    (np.array([[0.0], [2.5], [0.0]]), ValueError, r"actions\[1, 0\] = 2.5 is out of range: allowed \[-2.0, 2.0\]"),
-    (np.array([[1e300], [0.0], [0.0]]), ValueError, r"actions\[0, 0\] = 1e\+300 is out of range"),
-    (np.zeros((3, 1), dtype=np.int64), TypeError, "floating dtype"),
-    (np.zeros((3,)), ValueError, r"shape \(3, 1\)"),
-    (torch.zeros((3, 1), device="meta"), ValueError, "dense tensor"),
-    ("left", TypeError, "float array"),
-])
+@pytest.mark.parametrize(
+    "actions, error, message",
+    [
+        (np.array([[0.0], [np.nan], [0.0]]), ValueError, r"actions\[1, 0\] = nan must be finite"),
+        (np.array([[0.0], [0.0], [-np.inf]]), ValueError, r"actions\[2, 0\] = -inf must be finite"),
+        (
+            np.array([[0.0], [2.5], [0.0]]),
+            ValueError,
+            r"actions\[1, 0\] = 2.5 is out of range: allowed \[-2.0, 2.0\]",
+        ),
+        (
+            np.array([[1e300], [0.0], [0.0]]),
+            ValueError,
+            r"actions\[0, 0\] = 1e\+300 is out of range",
+        ),
+        (np.zeros((3, 1), dtype=np.int64), TypeError, "floating dtype"),
+        (np.zeros((3,)), ValueError, r"shape \(3, 1\)"),
+        (torch.zeros((3, 1), device="meta"), ValueError, "dense tensor"),
+        ("left", TypeError, "float array"),
+    ],
+)
 def test_box_actions_refused(actions, error, message):
     with pytest.raises(error, match=message):
         validation.as_box_action_tensor(actions, (3, 1), CPU, -2.0, 2.0)
@@ -178,29 +229,54 @@ def test_grid_length_range_is_exact_in_float32():
     assert tag_params.grid_length_range(2) == pytest.approx((1.0842022e-19, 6.521909e18), rel=1e-6)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(grid_length=1e-30), r"grid_length must lie in \[1.0842022e-19, 6.5219088e\+18\]"),
-    (dict(grid_length=2e19), r"grid_length must lie in \[1.0842022e-19, 6.5219088e\+18\]"),
-    (dict(grid_length=1e39), "grid_length must be representable in float32"),
-    (dict(grid_length=5e18, num_other_agents_observed=10, use_full_observation=False, num_runners=20),
-     r"grid_length must lie in \[1.0842022e-19, 4.7\d+e\+18\] for num_other_agents_observed=10"),
-    (dict(max_acceleration=3e38, min_acceleration=-3e38), "max_acceleration - min_acceleration is inf"),
-    (dict(max_turn=1e39), "max_turn must be representable in float32"),
-    (dict(min_turn=-1e39), "min_turn must be representable in float32"),
-    (dict(max_speed=1e38, skill_level_runner=10.0), "max_speed \\* skill_level_runner"),
-    (dict(max_speed=1e-30, skill_level_tagger=1e-20), "max_speed \\* skill_level_tagger"),
-    (dict(tagging_distance=1e-50), "tagging_distance must be representable in float32"),
-    (dict(tagging_distance=1e-30, grid_length=1e-18), "tagging_distance \\* grid_length"),
-    (dict(edge_hit_penalty=-3e38, step_penalty_for_tagger=-3e38), "edge_hit_penalty \\+ step_penalty_for_tagger"),
-    (dict(tag_reward_for_tagger=1e38), "num_runners \\* tag_reward_for_tagger"),
-    (dict(edge_hit_penalty=-3e38, tag_penalty_for_runner=-3e38), "edge_hit_penalty \\+ tag_penalty_for_runner"),
-    (dict(step_reward_for_runner=3e38, end_of_game_reward_for_runner=3e38), "step_reward_for_runner \\+ end_of"),
-    (dict(max_speed=10**400), "max_speed must be a finite number"),
-    (dict(episode_length=2**31), r"episode_length must be an int in \[1, 2147483647\]"),
-    (dict(num_acceleration_levels=10**8), r"num_acceleration_levels must be an int in \[0, 1000000\]"),
-    (dict(num_turn_levels=10**6 + 1), r"num_turn_levels must be an int in \[0, 1000000\]"),
-    (dict(seed=2**63), r"seed must be an int in \[0, 9223372036854775807\]"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(grid_length=1e-30), r"grid_length must lie in \[1.0842022e-19, 6.5219088e\+18\]"),
+        (dict(grid_length=2e19), r"grid_length must lie in \[1.0842022e-19, 6.5219088e\+18\]"),
+        (dict(grid_length=1e39), "grid_length must be representable in float32"),
+        (
+            dict(
+                grid_length=5e18,
+                num_other_agents_observed=10,
+                use_full_observation=False,
+                num_runners=20,
+            ),
+            r"grid_length must lie in \[1.0842022e-19, 4.7\d+e\+18\] for num_other_agents_observed=10",
+        ),
+        (
+            dict(max_acceleration=3e38, min_acceleration=-3e38),
+            "max_acceleration - min_acceleration is inf",
+        ),
+        (dict(max_turn=1e39), "max_turn must be representable in float32"),
+        (dict(min_turn=-1e39), "min_turn must be representable in float32"),
+        (dict(max_speed=1e38, skill_level_runner=10.0), "max_speed \\* skill_level_runner"),
+        (dict(max_speed=1e-30, skill_level_tagger=1e-20), "max_speed \\* skill_level_tagger"),
+        (dict(tagging_distance=1e-50), "tagging_distance must be representable in float32"),
+        (dict(tagging_distance=1e-30, grid_length=1e-18), "tagging_distance \\* grid_length"),
+        (
+            dict(edge_hit_penalty=-3e38, step_penalty_for_tagger=-3e38),
+            "edge_hit_penalty \\+ step_penalty_for_tagger",
+        ),
+        (dict(tag_reward_for_tagger=1e38), "num_runners \\* tag_reward_for_tagger"),
+        (
+            dict(edge_hit_penalty=-3e38, tag_penalty_for_runner=-3e38),
+            "edge_hit_penalty \\+ tag_penalty_for_runner",
+        ),
+        (
+            dict(step_reward_for_runner=3e38, end_of_game_reward_for_runner=3e38),
+            "step_reward_for_runner \\+ end_of",
+        ),
+        (dict(max_speed=10**400), "max_speed must be a finite number"),
+        (dict(episode_length=2**31), r"episode_length must be an int in \[1, 2147483647\]"),
+        (
+            dict(num_acceleration_levels=10**8),
+            r"num_acceleration_levels must be an int in \[0, 1000000\]",
+        ),
+        (dict(num_turn_levels=10**6 + 1), r"num_turn_levels must be an int in \[0, 1000000\]"),
+        (dict(seed=2**63), r"seed must be an int in \[0, 9223372036854775807\]"),
+    ],
+)
 def test_tag_parameters_the_float32_kernel_cannot_run_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         TagParams(**kwargs)
@@ -220,18 +296,25 @@ def test_action_levels_at_the_bound_build_quickly():
     assert time.perf_counter() - start < 1.0
 
 
-@pytest.mark.parametrize("kwargs, num_envs", [
-    (dict(num_runners=10**6 - 1, use_full_observation=False), 1),  # ~2500 s
-    (dict(num_runners=70_000 - 1, use_full_observation=True), 1),  # ~69 s
-    (dict(num_runners=9_999, use_full_observation=False), 25_000),  # ~6250 s over the batch
-])
+@pytest.mark.parametrize(
+    "kwargs, num_envs",
+    [
+        (dict(num_runners=10**6 - 1, use_full_observation=False), 1),  # ~2500 s
+        (dict(num_runners=70_000 - 1, use_full_observation=True), 1),  # ~69 s
+        (dict(num_runners=9_999, use_full_observation=False), 25_000),  # ~6250 s over the batch
+    ],
+)
 def test_a_step_estimated_over_a_minute_is_refused(kwargs, num_envs):
-    params = TagParams.__new__(TagParams)  # the estimate alone, without __post_init__'s own E=1 check
+    params = TagParams.__new__(
+        TagParams
+    )  # the estimate alone, without __post_init__'s own E=1 check
     object.__setattr__(params, "num_taggers", 1)
     for name, value in kwargs.items():
         object.__setattr__(params, name, value)
     assert tag_params.estimate_step_seconds(params, num_envs) > 60
-    with pytest.raises(ValueError, match=r"O\(num_envs \* N\*\*2\), about [\d.e+]+ s .* over the 60 s limit"):
+    with pytest.raises(
+        ValueError, match=r"O\(num_envs \* N\*\*2\), about [\d.e+]+ s .* over the 60 s limit"
+    ):
         tag_params.check_step_cost(params, num_envs)
     if num_envs == 1:
         with pytest.raises(ValueError, match="over the 60 s limit"):
@@ -245,11 +328,22 @@ def test_a_step_under_a_minute_is_accepted():
 
 
 def test_the_float32_constants_of_accepted_parameters_are_finite():
-    params = TagParams(grid_length=6e18, max_speed=1e38, max_acceleration=1e38, min_acceleration=-1e38,
-                       max_turn=1e30, min_turn=-1e30, tag_reward_for_tagger=1e37, edge_hit_penalty=-1e38)
+    params = TagParams(
+        grid_length=6e18,
+        max_speed=1e38,
+        max_acceleration=1e38,
+        min_acceleration=-1e38,
+        max_turn=1e30,
+        min_turn=-1e30,
+        tag_reward_for_tagger=1e37,
+        edge_hit_penalty=-1e38,
+    )
     float_consts, _ = tag_logic.make_consts(params)
     assert np.isfinite(float_consts).all()
-    for low, high, levels in ((params.min_acceleration, params.max_acceleration, 7), (params.min_turn, params.max_turn, 5)):
+    for low, high, levels in (
+        (params.min_acceleration, params.max_acceleration, 7),
+        (params.min_turn, params.max_turn, 5),
+    ):
         assert np.isfinite(tag_logic.action_levels(low, high, levels)).all()
     assert math.isfinite(float(np.float32(params.grid_length) ** 2 * np.float32(8)))
 
@@ -259,16 +353,26 @@ def test_partial_observation_works_at_both_grid_length_limits(k):
     """At L = the accepted low and high ends, the neighbour search ends and observes the k nearest."""
     n = 13
     rng = np.random.default_rng(k)
-    corners = rng.integers(0, 2, (2, n)).astype(np.float64)  # agents on the corners: the largest distances
+    corners = rng.integers(0, 2, (2, n)).astype(
+        np.float64
+    )  # agents on the corners: the largest distances
     corners[:, 3] = 0.5
     for length in tag_params.grid_length_range(k):
         xs, ys = (corners * length).tolist()
-        env = TagEnv(1, num_taggers=1, num_runners=n - 1, grid_length=length, use_full_observation=False,
-                     num_other_agents_observed=k, tagging_distance=0.0, starting_location_x=xs,
-                     starting_location_y=ys)
+        env = TagEnv(
+            1,
+            num_taggers=1,
+            num_runners=n - 1,
+            grid_length=length,
+            use_full_observation=False,
+            num_other_agents_observed=k,
+            tagging_distance=0.0,
+            starting_location_x=xs,
+            starting_location_y=ys,
+        )
         obs = env.reset(seed=0)[0][0, 3].numpy()
         assert np.isfinite(obs).all()
-        seen = np.sort(obs[:k].astype(np.float64) ** 2 + obs[k:2 * k].astype(np.float64) ** 2)
+        seen = np.sort(obs[:k].astype(np.float64) ** 2 + obs[k : 2 * k].astype(np.float64) ** 2)
         others = [j for j in range(n) if j != 3]
         exact = np.sort(((corners[0, others] - 0.5) ** 2 + (corners[1, others] - 0.5) ** 2) / 2)[:k]
         np.testing.assert_allclose(seen, exact, rtol=1e-5)

@@ -8,7 +8,6 @@ import re
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -28,7 +27,9 @@ def python_blocks(text: str) -> list[str]:
 def tutorial(tmp_path_factory):
     """The tutorial's code as an imported module (a real file, so numba can cache and inspect it)."""
     folder = tmp_path_factory.mktemp("tutorial")
-    (folder / "write_an_env_tutorial.py").write_text("\n".join(python_blocks(TUTORIAL.read_text("utf8"))))
+    (folder / "write_an_env_tutorial.py").write_text(
+        "\n".join(python_blocks(TUTORIAL.read_text("utf8")))
+    )
     sys.path.insert(0, str(folder))
     try:
         yield importlib.import_module("write_an_env_tutorial")
@@ -53,7 +54,7 @@ def greedy_actions(obs: torch.Tensor) -> torch.Tensor:
 
 def test_title_counts_the_lines_of_the_env():
     text = TUTORIAL.read_text("utf8")
-    env_blocks = python_blocks(text[:text.index("## 3. Use it")])
+    env_blocks = python_blocks(text[: text.index("## 3. Use it")])
     lines = sum(1 for block in env_blocks for line in block.splitlines() if line.strip())
     assert int(re.match(r"# Your own env in (\d+) lines", text).group(1)) == lines
 
@@ -65,10 +66,19 @@ def test_make_vec_steps_with_outputs_of_the_declared_shapes(tutorial):
     assert obs.shape == (16, 6) and obs.dtype == torch.float32
     generator = torch.Generator().manual_seed(0)
     for _ in range(200):
-        obs, rewards, terminated, truncated, _ = envs.step(torch.randint(0, 5, (16,), generator=generator))
+        obs, rewards, terminated, truncated, _ = envs.step(
+            torch.randint(0, 5, (16,), generator=generator)
+        )
         assert obs.shape == (16, 6) and obs.dtype == torch.float32 and torch.isfinite(obs).all()
-        assert rewards.shape == (16,) and rewards.dtype == torch.float32 and torch.isfinite(rewards).all()
-        assert terminated.dtype == truncated.dtype == torch.bool and terminated.shape == truncated.shape == (16,)
+        assert (
+            rewards.shape == (16,)
+            and rewards.dtype == torch.float32
+            and torch.isfinite(rewards).all()
+        )
+        assert (
+            terminated.dtype == truncated.dtype == torch.bool
+            and terminated.shape == truncated.shape == (16,)
+        )
         assert obs[:, :2].abs().max() <= 1.0  # positions stay on the table
         assert envs.observation_space.contains(obs.numpy())
 
@@ -92,7 +102,9 @@ def test_an_episode_ends_and_the_next_one_starts(tutorial, mode):
     for _ in range(5):
         assert not envs.step(stay)[3].any()
     obs, rewards, terminated, truncated, info = envs.step(stay)
-    assert truncated.all() and not terminated.any() and torch.equal(rewards, torch.full((4,), -0.01))
+    assert (
+        truncated.all() and not terminated.any() and torch.equal(rewards, torch.full((4,), -0.01))
+    )
     if mode == "next_step":
         assert torch.equal(obs, first_obs)
         obs, rewards, terminated, truncated, _ = envs.step(stay)
@@ -104,7 +116,9 @@ def test_an_episode_ends_and_the_next_one_starts(tutorial, mode):
             envs.step(stay)
         obs, _ = envs.reset(options={"reset_mask": torch.tensor([True, False, True, False])})
     restarted = [0, 2] if mode == "disabled" else [0, 1, 2, 3]
-    assert torch.equal(obs[restarted, 2:4], torch.zeros(len(restarted), 2)), "a new episode starts at rest"
+    assert torch.equal(obs[restarted, 2:4], torch.zeros(len(restarted), 2)), (
+        "a new episode starts at rest"
+    )
     assert not torch.equal(obs[restarted], first_obs[restarted]), "a new episode draws a new start"
     assert envs.state_snapshot()["episode"][restarted].eq(2).all()
 
@@ -119,7 +133,11 @@ def rollout(envs, steps: int, seed: int = 0) -> list[torch.Tensor]:
 
 
 def test_same_seed_same_episodes_other_seed_other_episodes(tutorial):
-    first, second, other = make(8, max_episode_steps=15), make(8, max_episode_steps=15), make(8, max_episode_steps=15)
+    first, second, other = (
+        make(8, max_episode_steps=15),
+        make(8, max_episode_steps=15),
+        make(8, max_episode_steps=15),
+    )
     first.reset(seed=5), second.reset(seed=5), other.reset(seed=6)
     a, b, c = rollout(first, 60), rollout(second, 60), rollout(other, 60)
     assert all(torch.equal(x, y) for x, y in zip(a, b))
@@ -131,7 +149,9 @@ def test_a_pickled_copy_steps_on_like_the_original(tutorial):
     envs.reset(seed=9)
     rollout(envs, 20)
     copy = pickle.loads(pickle.dumps(envs))
-    assert all(torch.equal(x, y) for x, y in zip(rollout(envs, 40, seed=1), rollout(copy, 40, seed=1)))
+    assert all(
+        torch.equal(x, y) for x, y in zip(rollout(envs, 40, seed=1), rollout(copy, 40, seed=1))
+    )
 
 
 @pytest.mark.cudasim
@@ -141,7 +161,9 @@ def test_cuda_env_equals_cpu_env_bit_for_bit(tutorial, mode):
 
     if not devices.simulated_cuda():
         pytest.skip("bit-exact only in the simulator: a GPU fuses multiply-adds")
-    cpu, gpu = (make(37, device, max_episode_steps=9, autoreset_mode=mode) for device in ("cpu", "cuda"))
+    cpu, gpu = (
+        make(37, device, max_episode_steps=9, autoreset_mode=mode) for device in ("cpu", "cuda")
+    )
     assert gpu.kernel_target == "cuda" and cpu.kernel_target == "cpu"
     assert torch.equal(cpu.reset(seed=21)[0], gpu.reset(seed=21)[0])
     generator = torch.Generator().manual_seed(2)
@@ -151,8 +173,13 @@ def test_cuda_env_equals_cpu_env_bit_for_bit(tutorial, mode):
         assert all(torch.equal(x, y) for x, y in zip(out_cpu[:4], out_gpu[:4])), f"step {step}"
         assert all(torch.equal(out_cpu[4][key], out_gpu[4][key]) for key in out_cpu[4])
         snapshot_cpu, snapshot_gpu = cpu.state_snapshot(), gpu.state_snapshot()
-        assert all(torch.equal(snapshot_cpu[name], snapshot_gpu[name]) for name in snapshot_cpu), f"step {step}"
+        assert all(torch.equal(snapshot_cpu[name], snapshot_gpu[name]) for name in snapshot_cpu), (
+            f"step {step}"
+        )
         if mode == "disabled" and snapshot_cpu["needs_reset"].any():
             mask = snapshot_cpu["needs_reset"]
-            assert torch.equal(cpu.reset(options={"reset_mask": mask})[0], gpu.reset(options={"reset_mask": mask})[0])
+            assert torch.equal(
+                cpu.reset(options={"reset_mask": mask})[0],
+                gpu.reset(options={"reset_mask": mask})[0],
+            )
     assert int(cpu.state_snapshot()["episode"].max()) >= 3, "the run must cross episode ends"

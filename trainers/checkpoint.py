@@ -23,8 +23,8 @@ import pickle
 import re
 import tempfile
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import torch
 
@@ -35,9 +35,22 @@ FORMAT = "gpu_envs.trainers.checkpoint/1"
 NETWORK_FIELDS = ("type", "fc_dims", "activation")
 _ITERATION_FILE = re.compile(r"^iteration_(\d+)\.pth\.tar$")
 _TEMPORARY_FILE = re.compile(r"^\..+\.pth\.tar\..+\.tmp$")  # what save_checkpoint's mkstemp names
-_REQUIRED = ("iteration", "env_step", "num_iterations", "counters.total_episodes", "counters.train_seconds",
-             "counters.evaluations", "best_eval", "config.name", "config.policy", "spaces.obs_dim",
-             "spaces.action_nvec", "policies", "sampler", "rng")
+_REQUIRED = (
+    "iteration",
+    "env_step",
+    "num_iterations",
+    "counters.total_episodes",
+    "counters.train_seconds",
+    "counters.evaluations",
+    "best_eval",
+    "config.name",
+    "config.policy",
+    "spaces.obs_dim",
+    "spaces.action_nvec",
+    "policies",
+    "sampler",
+    "rng",
+)
 
 
 class CheckpointError(RuntimeError):
@@ -65,15 +78,23 @@ def save_checkpoint(state: dict, path: str | Path) -> None:
 
 
 def _check_finite_weights(state: dict, path: Path) -> None:
-    named = [(f"policies.{tag}.model.{key}", tensor) for tag, saved in state.get("policies", {}).items()
-             for key, tensor in saved["model"].items() if tensor.is_floating_point()]
+    named = [
+        (f"policies.{tag}.model.{key}", tensor)
+        for tag, saved in state.get("policies", {}).items()
+        for key, tensor in saved["model"].items()
+        if tensor.is_floating_point()
+    ]
     if not named:
         return
-    finite = torch.stack([torch.isfinite(tensor).all() for _, tensor in named]).cpu()  # one read-back
+    finite = torch.stack(
+        [torch.isfinite(tensor).all() for _, tensor in named]
+    ).cpu()  # one read-back
     if not finite.all():
         name = named[int((~finite).nonzero()[0])][0]
-        raise CheckpointError(f"refusing to write {path}: {name} holds NaN or inf (the training diverged); "
-                              f"the checkpoints already written keep their finite weights")
+        raise CheckpointError(
+            f"refusing to write {path}: {name} holds NaN or inf (the training diverged); "
+            f"the checkpoints already written keep their finite weights"
+        )
 
 
 def remove_temporary_files(folder: str | Path) -> list[Path]:
@@ -93,11 +114,15 @@ def _torch_load(path: Path):
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:  # weights_only refused a pickled object
         found = re.search(r"GLOBAL (\S+)", str(error))
-        reason = f"it holds a pickled Python object{f' ({found.group(1)})' if found else ''}, which " \
-                 f"gpu-envs checkpoints never do"
-    except Exception as error:  # noqa: BLE001 - torch raises several types for damaged files
+        reason = (
+            f"it holds a pickled Python object{f' ({found.group(1)})' if found else ''}, which "
+            f"gpu-envs checkpoints never do"
+        )
+    except Exception as error:
         reason = str(error).split(". ")[0].strip() or f"{type(error).__name__}: the file ends early"
-    raise CheckpointError(f"{path} is corrupt or not a torch checkpoint written by gpu-envs ({reason})")
+    raise CheckpointError(
+        f"{path} is corrupt or not a torch checkpoint written by gpu-envs ({reason})"
+    )
 
 
 def _field(state: dict, dotted: str, path: Path):
@@ -105,8 +130,10 @@ def _field(state: dict, dotted: str, path: Path):
     node = state
     for key in dotted.split("."):
         if not isinstance(node, Mapping) or key not in node:
-            raise CheckpointError(f"checkpoint {path} has no field '{dotted}': the file is damaged or was "
-                                  f"not written by this version of the gpu-envs trainers")
+            raise CheckpointError(
+                f"checkpoint {path} has no field '{dotted}': the file is damaged or was "
+                f"not written by this version of the gpu-envs trainers"
+            )
         node = node[key]
     return node
 
@@ -122,13 +149,18 @@ def load_checkpoint(path: str | Path) -> dict:
         raise CheckpointError(f"checkpoint {error}") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         found = state.get("format") if isinstance(state, dict) else type(state).__name__
-        raise CheckpointError(f"checkpoint {path} is not a gpu-envs trainer checkpoint "
-                              f"(format {found!r}, expected {FORMAT!r})")
+        raise CheckpointError(
+            f"checkpoint {path} is not a gpu-envs trainer checkpoint "
+            f"(format {found!r}, expected {FORMAT!r})"
+        )
     for dotted in _REQUIRED:
         _field(state, dotted, path)
     for tag in _field(state, "policies", path):
-        for dotted in (f"policies.{tag}.model", f"policies.{tag}.optimizer",
-                       *(f"config.policy.{tag}.model.{name}" for name in NETWORK_FIELDS)):
+        for dotted in (
+            f"policies.{tag}.model",
+            f"policies.{tag}.optimizer",
+            *(f"config.policy.{tag}.model.{name}" for name in NETWORK_FIELDS),
+        ):
             _field(state, dotted, path)
     return state
 
@@ -162,31 +194,45 @@ def latest_readable_checkpoint(folder: str | Path) -> Path | None:
     return None
 
 
-def check_compatible(state: dict, path: str | Path, obs_dim: int, action_nvec, modules: dict[str, torch.nn.Module],
-                     models: dict[str, ModelConfig]) -> None:
+def check_compatible(
+    state: dict,
+    path: str | Path,
+    obs_dim: int,
+    action_nvec,
+    modules: dict[str, torch.nn.Module],
+    models: dict[str, ModelConfig],
+) -> None:
     """Raise ``CheckpointError`` unless ``state`` (from ``load_checkpoint``) holds the same policies and
     networks: observation size, action heads, each policy's ``NETWORK_FIELDS`` (``models``, the run's
     model configs) and parameter shapes (``modules``)."""
     spaces = state["spaces"]
     if spaces["obs_dim"] != obs_dim or list(spaces["action_nvec"]) != list(action_nvec):
-        raise CheckpointError(f"checkpoint {path} is for observations of size {spaces['obs_dim']} and actions "
-                              f"{spaces['action_nvec']}, this run has {obs_dim} and {list(action_nvec)}")
+        raise CheckpointError(
+            f"checkpoint {path} is for observations of size {spaces['obs_dim']} and actions "
+            f"{spaces['action_nvec']}, this run has {obs_dim} and {list(action_nvec)}"
+        )
     saved = set(state["policies"])
     if saved != set(modules):
-        raise CheckpointError(f"checkpoint {path} holds policies {sorted(saved)}, this run has {sorted(modules)}")
+        raise CheckpointError(
+            f"checkpoint {path} holds policies {sorted(saved)}, this run has {sorted(modules)}"
+        )
     for tag, module in modules.items():
         for name in NETWORK_FIELDS:
             was, now = state["config"]["policy"][tag]["model"][name], getattr(models[tag], name)
             if was != now:
-                raise CheckpointError(f"checkpoint {path}: policy '{tag}' has a different network: "
-                                      f"policy.{tag}.model.{name} is {was!r} in the checkpoint, {now!r} in this "
-                                      f"run; set it back to resume, or start a new run")
+                raise CheckpointError(
+                    f"checkpoint {path}: policy '{tag}' has a different network: "
+                    f"policy.{tag}.model.{name} is {was!r} in the checkpoint, {now!r} in this "
+                    f"run; set it back to resume, or start a new run"
+                )
         expected = {k: tuple(v.shape) for k, v in module.state_dict().items()}
         found = {k: tuple(v.shape) for k, v in state["policies"][tag]["model"].items()}
         if expected != found:
             diff = sorted(set(expected.items()) ^ set(found.items()))[:4]
-            raise CheckpointError(f"checkpoint {path}: policy '{tag}' has a different network "
-                                  f"(mismatched parameters {diff}); check policy.{tag}.model.fc_dims")
+            raise CheckpointError(
+                f"checkpoint {path}: policy '{tag}' has a different network "
+                f"(mismatched parameters {diff}); check policy.{tag}.model.fc_dims"
+            )
 
 
 def load_model_weights(path: str | Path, tag: str) -> dict:
@@ -198,8 +244,10 @@ def load_model_weights(path: str | Path, tag: str) -> dict:
     if isinstance(state, dict) and state.get("format") == FORMAT:
         policies = _field(state, "policies", Path(path))
         if tag not in policies:
-            raise CheckpointError(f"policy.{tag}.model.model_ckpt_filepath: {path} has no policy '{tag}' "
-                                  f"(it has {sorted(policies)})")
+            raise CheckpointError(
+                f"policy.{tag}.model.model_ckpt_filepath: {path} has no policy '{tag}' "
+                f"(it has {sorted(policies)})"
+            )
         return _field(state, f"policies.{tag}.model", Path(path))
     if not isinstance(state, dict):
         raise CheckpointError(f"policy.{tag}.model.model_ckpt_filepath: {path} holds no state dict")

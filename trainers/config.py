@@ -112,12 +112,14 @@ class TrainerConfig:
     total_timesteps: int | None = None
     seed: int = 42
     accelerator: str = "auto"
-    devices: Union[int, str] = 1
+    devices: int | str = 1
     strategy: str = "auto"
     num_nodes: int = 1
     action_sampler: str = "auto"
     torch_threads: int = 0
-    compile: bool = False  # torch.compile each policy's gradient step (one process) or loss (DDP) at warm-up
+    compile: bool = (
+        False  # torch.compile each policy's gradient step (one process) or loss (DDP) at warm-up
+    )
     capture_video: bool = False
     progress_bar: bool = True
 
@@ -131,21 +133,34 @@ class TrainerConfig:
             if getattr(self, name) < 1:
                 _fail(f"{path}.{name}", f"must be >= 1, got {getattr(self, name)!r}")
         if self.train_batch_size % self.num_envs:
-            _fail(f"{path}.train_batch_size", f"must be a multiple of num_envs ({self.num_envs}), "
-                                              f"got {self.train_batch_size}")
+            _fail(
+                f"{path}.train_batch_size",
+                f"must be a multiple of num_envs ({self.num_envs}), got {self.train_batch_size}",
+            )
         if self.total_timesteps is not None and self.total_timesteps < 1:
             _fail(f"{path}.total_timesteps", f"must be >= 1 or null, got {self.total_timesteps!r}")
         if self.seed < 0:
             _fail(f"{path}.seed", f"must be >= 0, got {self.seed}")
         if self.accelerator not in ("auto", "cpu", "cuda", "gpu"):
-            _fail(f"{path}.accelerator", f"must be auto, cpu, cuda or gpu, got {self.accelerator!r}")
-        if isinstance(self.devices, int) and self.devices < 1 or (
-                isinstance(self.devices, str) and self.devices != "auto"):
+            _fail(
+                f"{path}.accelerator", f"must be auto, cpu, cuda or gpu, got {self.accelerator!r}"
+            )
+        if (
+            isinstance(self.devices, int)
+            and self.devices < 1
+            or (isinstance(self.devices, str) and self.devices != "auto")
+        ):
             _fail(f"{path}.devices", f"must be an int >= 1 or 'auto', got {self.devices!r}")
         if self.action_sampler not in ("auto", "torch", "numba"):
-            _fail(f"{path}.action_sampler", f"must be auto, torch or numba, got {self.action_sampler!r}")
+            _fail(
+                f"{path}.action_sampler",
+                f"must be auto, torch or numba, got {self.action_sampler!r}",
+            )
         if self.torch_threads < 0:
-            _fail(f"{path}.torch_threads", f"must be >= 0 (0: leave torch's default), got {self.torch_threads}")
+            _fail(
+                f"{path}.torch_threads",
+                f"must be >= 0 (0: leave torch's default), got {self.torch_threads}",
+            )
 
 
 @dataclass
@@ -165,7 +180,9 @@ class SavingConfig:
         for attr in ("name", "tag"):
             value = getattr(self, attr)
             if not value or "/" in value or value in (".", ".."):
-                _fail(f"{path}.{attr}", f"must be a non-empty folder name without '/', got {value!r}")
+                _fail(
+                    f"{path}.{attr}", f"must be a non-empty folder name without '/', got {value!r}"
+                )
 
 
 @dataclass
@@ -184,9 +201,18 @@ class EvaluationConfig:
             _fail(f"{path}.num_episodes", f"must be >= 1, got {self.num_episodes}")
 
 
-GAMES = {"cartpole": "cartpole", "cartpole-v1": "cartpole", "gpu_envs/cartpole-v1": "cartpole",
-         "tag": "tag", "tag_continuous": "tag", "tag-v0": "tag", "gpu_envs/tag-v0": "tag",
-         "pendulum": "pendulum", "pendulum-v1": "pendulum", "gpu_envs/pendulum-v1": "pendulum"}
+GAMES = {
+    "cartpole": "cartpole",
+    "cartpole-v1": "cartpole",
+    "gpu_envs/cartpole-v1": "cartpole",
+    "tag": "tag",
+    "tag_continuous": "tag",
+    "tag-v0": "tag",
+    "gpu_envs/tag-v0": "tag",
+    "pendulum": "pendulum",
+    "pendulum-v1": "pendulum",
+    "gpu_envs/pendulum-v1": "pendulum",
+}
 
 
 def game_of(name: str) -> str:
@@ -213,7 +239,7 @@ class RunConfig:
         return game_of(self.name)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "RunConfig":
+    def from_dict(cls, data: dict) -> RunConfig:
         """Build and check a config from plain data; errors name the offending field."""
         config = _build(cls, data, "")
         config.validate()
@@ -230,7 +256,10 @@ class RunConfig:
         self.evaluation.validate("evaluation")
         score = self.evaluation.score_policy
         if score is not None and score not in self.policy:
-            _fail("evaluation.score_policy", f"{score!r} is not one of the policies {list(self.policy)}")
+            _fail(
+                "evaluation.score_policy",
+                f"{score!r} is not one of the policies {list(self.policy)}",
+            )
 
     def to_dict(self) -> dict:
         """Plain data (the inverse of ``from_dict``)."""
@@ -248,12 +277,17 @@ def _build(kind, data, path: str):
         unknown = [key for key in data if key not in names]
         if unknown:
             _fail(_join(path, str(unknown[0])), f"unknown field; allowed: {', '.join(names)}")
-        required = [f.name for f in dataclasses.fields(kind)
-                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        required = [
+            f.name
+            for f in dataclasses.fields(kind)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        ]
         for name in required:
             if name not in data:
                 _fail(_join(path, name), "is required")
-        return kind(**{key: _build(hints[key], value, _join(path, key)) for key, value in data.items()})
+        return kind(
+            **{key: _build(hints[key], value, _join(path, key)) for key, value in data.items()}
+        )
     if origin in (Union, types.UnionType):
         options = typing.get_args(kind)
         if data is None and type(None) in options:
@@ -275,7 +309,10 @@ def _build(kind, data, path: str):
         if not isinstance(data, dict):
             _fail(path, f"must be a mapping, got {data!r}")
         _, value_kind = typing.get_args(kind)
-        return {str(key): _build(value_kind, value, _join(path, str(key))) for key, value in data.items()}
+        return {
+            str(key): _build(value_kind, value, _join(path, str(key)))
+            for key, value in data.items()
+        }
     if kind is Any:
         return data
     if kind is bool:
@@ -341,9 +378,17 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
         node = result
         for depth, part in enumerate(parts[:-1]):
             if not isinstance(node.get(part, {}), dict):
-                raise ConfigError(f"{'.'.join(parts[:depth + 1])}: is not a section, cannot set {key}")
-            if part not in node and not (depth == 0 and part in _SECTIONS) and not _is_model(parts, depth):
-                raise ConfigError(f"{'.'.join(parts[:depth + 1])}: no such section (override {item!r})")
+                raise ConfigError(
+                    f"{'.'.join(parts[: depth + 1])}: is not a section, cannot set {key}"
+                )
+            if (
+                part not in node
+                and not (depth == 0 and part in _SECTIONS)
+                and not _is_model(parts, depth)
+            ):
+                raise ConfigError(
+                    f"{'.'.join(parts[: depth + 1])}: no such section (override {item!r})"
+                )
             node = node.setdefault(part, {})
         node[parts[-1]] = value
     return result

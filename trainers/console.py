@@ -11,8 +11,15 @@ import sys
 RULE = "=" * 40
 
 
-def policy_block(tag: str, cfg, last: dict[str, float], episodes: dict[str, float], heads: int,
-                 num_agents: int, env_step: int) -> dict[str, float]:
+def policy_block(
+    tag: str,
+    cfg,
+    last: dict[str, float],
+    episodes: dict[str, float],
+    heads: int,
+    num_agents: int,
+    env_step: int,
+) -> dict[str, float]:
     """The per-policy metrics of the latest iteration, by the original's names."""
     values = {
         "VF loss coefficient": cfg.vf_loss_coeff,
@@ -33,20 +40,29 @@ def policy_block(tag: str, cfg, last: dict[str, float], episodes: dict[str, floa
     for h in range(heads):
         for axis in ("agents", "envs", "time"):
             values[f"Std. of action_{h} over {axis}"] = last[f"action_{h}_std_{axis}"]
-    values.update({
-        "Current timestep": float(env_step),
-        "Gradient norm": last["grad_norm"],
-        "Learning rate": last["cur_lr"],
-        "Approx. KL": last["approx_kl"],
-        "Clip fraction": last["clip_fraction"],
-        "Mean episodic reward": episodes["reward_mean"],
-        "Mean episodic reward per agent": episodes["reward_mean"] / num_agents,
-    })
+    values.update(
+        {
+            "Current timestep": float(env_step),
+            "Gradient norm": last["grad_norm"],
+            "Learning rate": last["cur_lr"],
+            "Approx. KL": last["approx_kl"],
+            "Clip fraction": last["clip_fraction"],
+            "Mean episodic reward": episodes["reward_mean"],
+            "Mean episodic reward per agent": episodes["reward_mean"] / num_agents,
+        }
+    )
     return values
 
 
-def speed_block(iteration: int, num_iterations: int, iterations: int, phase_ms: dict[str, float],
-                total_ms: float, env_steps: int, agent_steps: int) -> dict:
+def speed_block(
+    iteration: int,
+    num_iterations: int,
+    iterations: int,
+    phase_ms: dict[str, float],
+    total_ms: float,
+    env_steps: int,
+    agent_steps: int,
+) -> dict:
     """Mean ms per iteration of each phase and env-/agent-steps per second over the last
     ``iterations`` iterations (``env_steps``/``agent_steps`` taken in them, ``total_ms`` spent)."""
     seconds = total_ms / 1000.0
@@ -77,10 +93,21 @@ class Progress:
     def __init__(self, total: int, completed: int, enabled: bool):
         self._progress = None
         if enabled and sys.stdout.isatty():
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TimeRemainingColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                TimeRemainingColumn,
+            )
+            from rich.progress import (
+                Progress as RichProgress,
+            )
 
-            self._progress = RichProgress("[progress.description]{task.description}", BarColumn(),
-                                          MofNCompleteColumn(), TimeRemainingColumn())
+            self._progress = RichProgress(
+                "[progress.description]{task.description}",
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+            )
             self._task = self._progress.add_task("training", total=total, completed=completed)
             self._progress.start()
 

@@ -20,7 +20,9 @@ import torch
 from gpu_envs.trainers.policy import action_dtype, greedy_actions
 from gpu_envs.trainers.rollout import PolicyGroup
 
-EVAL_SEED_OFFSET = 1_000_003  # evaluation envs are seeded with the run's seed + this (+ rank * envs)
+EVAL_SEED_OFFSET = (
+    1_000_003  # evaluation envs are seeded with the run's seed + this (+ rank * envs)
+)
 CHECK_EVERY = 16  # steps between the (host-synchronising) "all episodes over?" checks
 
 
@@ -29,7 +31,9 @@ def greedy_step(game, groups: list[PolicyGroup], obs: torch.Tensor, actions: tor
     """Fill ``actions`` with every policy's greedy actions for ``obs`` and step ``game``."""
     for group in groups:
         logits, _ = group.module(obs[:, group.agents].reshape(-1, game.obs_dim))
-        actions[:, group.agents] = greedy_actions(logits, game.action_nvec).view(obs.shape[0], -1, actions.shape[-1])
+        actions[:, group.agents] = greedy_actions(logits, game.action_nvec).view(
+            obs.shape[0], -1, actions.shape[-1]
+        )
     return game.step(actions)
 
 
@@ -39,9 +43,14 @@ class Evaluator:
     def __init__(self, game, groups: list[PolicyGroup], seed: int):
         self.game, self.groups = game, groups
         device = game.active.device
-        self.actions = torch.zeros((game.num_envs, game.num_agents, len(game.action_nvec)),
-                                   dtype=action_dtype(game.action_nvec), device=device)
-        self.returns = torch.zeros((game.num_envs, game.num_agents), dtype=torch.float64, device=device)
+        self.actions = torch.zeros(
+            (game.num_envs, game.num_agents, len(game.action_nvec)),
+            dtype=action_dtype(game.action_nvec),
+            device=device,
+        )
+        self.returns = torch.zeros(
+            (game.num_envs, game.num_agents), dtype=torch.float64, device=device
+        )
         self.lengths = torch.zeros(game.num_envs, dtype=torch.float64, device=device)
         self.seed = seed
         self.evaluations = 0
@@ -57,7 +66,9 @@ class Evaluator:
         finished = torch.zeros(self.game.num_envs, dtype=torch.bool, device=self.returns.device)
         steps = 0
         while steps < self.game.episode_length:
-            obs, rewards, terminated, truncated, _ = greedy_step(self.game, self.groups, obs, self.actions)
+            obs, rewards, terminated, truncated, _ = greedy_step(
+                self.game, self.groups, obs, self.actions
+            )
             running = (~finished).to(torch.float64)
             self.returns += rewards.to(torch.float64) * running[:, None]
             self.lengths += running
@@ -66,12 +77,22 @@ class Evaluator:
             if steps % CHECK_EVERY == 0 and bool(finished.all()):
                 break
         returns = {g.tag: self.returns[:, g.agents].sum(-1) for g in self.groups}
-        return {"returns": returns, "lengths": self.lengths.clone(), "envsteps": int(self.lengths.sum()),
-                "seconds": time.perf_counter() - start}
+        return {
+            "returns": returns,
+            "lengths": self.lengths.clone(),
+            "envsteps": int(self.lengths.sum()),
+            "seconds": time.perf_counter() - start,
+        }
 
 
-def load_trained_game(path: str | Path, num_envs: int, device: str | torch.device = "cpu", *,
-                      game: str | None = None, render_mode: str | None = None):
+def load_trained_game(
+    path: str | Path,
+    num_envs: int,
+    device: str | torch.device = "cpu",
+    *,
+    game: str | None = None,
+    render_mode: str | None = None,
+):
     """``(env, groups)``: ``num_envs`` envs of a trainer checkpoint's game (its run's env parameters,
     on ``device``) and its trained policies (one ``PolicyGroup`` each) on their agents, in eval mode.
 
@@ -91,7 +112,9 @@ def load_trained_game(path: str | Path, num_envs: int, device: str | torch.devic
     except ConfigError as error:
         raise CheckpointError(f"checkpoint {path}: its run config does not load: {error}") from None
     if game is not None and config.game != game:
-        raise CheckpointError(f"checkpoint {path} is of a {config.game} run ({config.name!r}), not of {game}")
+        raise CheckpointError(
+            f"checkpoint {path} is of a {config.game} run ({config.name!r}), not of {game}"
+        )
     device = devices.resolve_device(device)
     env = make_game(config.name, num_envs, device, config.env, render_mode)
     agent_map = env.default_agent_map(list(state["policies"]))
@@ -99,7 +122,9 @@ def load_trained_game(path: str | Path, num_envs: int, device: str | torch.devic
     for tag in state["policies"]:
         network = _network(path, state, tag).to(device)
         agents = torch.tensor(agent_map[tag], device=device)
-        groups.append(PolicyGroup(tag, config.policy[tag], network, network, None, agents, len(agents)))
+        groups.append(
+            PolicyGroup(tag, config.policy[tag], network, network, None, agents, len(agents))
+        )
     return env, groups
 
 
@@ -125,13 +150,25 @@ class ReturnReport:
 
     def to_dict(self) -> dict:
         """Plain data for JSON."""
-        return {"checkpoint": self.checkpoint, "episodes": self.episodes, "seed": self.seed,
-                "policies": {tag: {"mean": self.mean(tag), "stderr": self.stderr(tag), "returns": values}
-                             for tag, values in self.returns.items()}}
+        return {
+            "checkpoint": self.checkpoint,
+            "episodes": self.episodes,
+            "seed": self.seed,
+            "policies": {
+                tag: {"mean": self.mean(tag), "stderr": self.stderr(tag), "returns": values}
+                for tag, values in self.returns.items()
+            },
+        }
 
 
-def evaluate_checkpoint(path: str | Path, *, episodes: int = 100, seed: int = 0, device: str | torch.device = "cpu",
-                        game: str | None = None) -> ReturnReport:
+def evaluate_checkpoint(
+    path: str | Path,
+    *,
+    episodes: int = 100,
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+    game: str | None = None,
+) -> ReturnReport:
     """Greedy returns of ``episodes`` episodes (one per env, env ``i`` seeded ``seed + i``) of a checkpoint."""
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
@@ -141,10 +178,14 @@ def evaluate_checkpoint(path: str | Path, *, episodes: int = 100, seed: int = 0,
         result = evaluator.run()
     finally:
         env.close()
-    return ReturnReport(str(path), seed, {tag: values.tolist() for tag, values in result["returns"].items()})
+    return ReturnReport(
+        str(path), seed, {tag: values.tolist() for tag, values in result["returns"].items()}
+    )
 
 
-def record_video(game, groups: list[PolicyGroup], path: Path, fps: float = 50, seed: int | None = None) -> Path:
+def record_video(
+    game, groups: list[PolicyGroup], path: Path, fps: float = 50, seed: int | None = None
+) -> Path:
     """One greedy episode of env 0 of ``game`` (built with render_mode="rgb_array") as a video file.
 
     A ``path`` ending in .gif or .mp4 (needs imageio-ffmpeg) gets that format; any other gets the
@@ -155,8 +196,11 @@ def record_video(game, groups: list[PolicyGroup], path: Path, fps: float = 50, s
     if path.suffix.lower() not in VIDEO_SUFFIXES:
         path = path.with_suffix(".mp4" if importlib.util.find_spec("imageio_ffmpeg") else ".gif")
     device = game.active.device
-    actions = torch.zeros((game.num_envs, game.num_agents, len(game.action_nvec)), dtype=action_dtype(game.action_nvec),
-                          device=device)
+    actions = torch.zeros(
+        (game.num_envs, game.num_agents, len(game.action_nvec)),
+        dtype=action_dtype(game.action_nvec),
+        device=device,
+    )
     obs = game.reset(seed)
     frames = [game.render()]
     for _ in range(game.episode_length):

@@ -57,7 +57,7 @@ class TextLog:
 
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(path, "a", encoding="utf8")
+        self._file = open(path, "a", encoding="utf8")  # noqa: SIM115 (open for the whole run)
 
     def info(self, message: str) -> None:
         self._file.write(f"[{datetime.now().strftime('%m-%d %H:%M:%S')}] INFO     {message}\n")
@@ -78,7 +78,7 @@ def grid_table(values: dict, columns_per_table: int = 6) -> str:
     items = list(values.items())
     blocks = []
     for start in range(0, len(items), columns_per_table):
-        chunk = items[start:start + columns_per_table]
+        chunk = items[start : start + columns_per_table]
         cells = [(k, _fmt(v)) for k, v in chunk]
         widths = [max(len(k), len(v)) for k, v in cells]
         head = "| Name  | " + " | ".join(k.ljust(w) for (k, _), w in zip(cells, widths)) + " |"
@@ -104,13 +104,17 @@ class Experiment:
         self.collector = TextLog(root / "log" / "collector" / "collector_logger.txt")
         self.evaluator = TextLog(root / "log" / "evaluator" / "evaluator_logger.txt")
         self.learner = TextLog(root / "log" / "learner" / "learner_logger.txt")
-        for leftover in remove_temporary_files(self.ckpt_dir):  # from a checkpoint write that was killed
+        for leftover in remove_temporary_files(
+            self.ckpt_dir
+        ):  # from a checkpoint write that was killed
             self.learner.info(f"[RANK0]: removed the unfinished checkpoint file {leftover}")
         # The writer thread drains a queue of events to disk, by itself every 10 s and fully at each
         # checkpoint (``flush``). With the default queue of 10 events, or a flush at every log window,
         # the training loop waited for it: 40-60 ms per 10-iteration window of CartPole metrics,
         # a sixth of the training time.
-        self.writer = SummaryWriter(log_dir=str(root / "log" / "serial"), max_queue=4096, flush_secs=10)
+        self.writer = SummaryWriter(
+            log_dir=str(root / "log" / "serial"), max_queue=4096, flush_secs=10
+        )
         dump_yaml(config, root / "total_config.yaml")
         self.video_dir = root / "videos"
 
@@ -127,15 +131,21 @@ class Experiment:
             self.writer.add_scalar(f"{group}_step/{name}", value, env_step)
 
     def learner_table(self, iteration: int, tag: str, values: dict[str, float]) -> None:
-        self.learner.info(f"=== Training Iteration {iteration} Result (policy '{tag}') ===\n{grid_table(values)}")
+        self.learner.info(
+            f"=== Training Iteration {iteration} Result (policy '{tag}') ===\n{grid_table(values)}"
+        )
 
     def collector_table(self, iteration: int, tag: str, values: dict[str, float]) -> None:
         lines = "\n".join(f"{k}: {_fmt(v)}" for k, v in values.items())
-        self.collector.info(f"[RANK0]: collect end (iteration {iteration}, policy '{tag}'):\n{lines}")
+        self.collector.info(
+            f"[RANK0]: collect end (iteration {iteration}, policy '{tag}'):\n{lines}"
+        )
 
     def evaluator_table(self, iteration: int, tag: str, values: dict) -> None:
-        self.evaluator.info(f"[EVALUATOR] evaluation at iteration {iteration} (policy '{tag}'):\n"
-                            f"{grid_table(values)}")
+        self.evaluator.info(
+            f"[EVALUATOR] evaluation at iteration {iteration} (policy '{tag}'):\n"
+            f"{grid_table(values)}"
+        )
 
     def results(self, record: dict) -> None:
         with open(self.root / "results.json", "a", encoding="utf8") as handle:
@@ -161,4 +171,3 @@ class NullExperiment:
 
     def __getattr__(self, name):
         return lambda *args, **kwargs: None
-

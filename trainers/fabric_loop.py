@@ -49,11 +49,18 @@ def make_fabric(config: RunConfig):
         fabric = Fabric()  # `fabric run` created the processes; Fabric() joins them (no launch())
     else:
         accelerator = "cuda" if tc.accelerator == "gpu" else tc.accelerator
-        fabric = Fabric(accelerator=accelerator, devices=tc.devices, strategy=tc.strategy, num_nodes=tc.num_nodes)
+        fabric = Fabric(
+            accelerator=accelerator,
+            devices=tc.devices,
+            strategy=tc.strategy,
+            num_nodes=tc.num_nodes,
+        )
         fabric.launch()
     if type(fabric.strategy.precision) is not Precision:
-        raise ValueError(f"the trainers run in 32-bit precision (fabric run --precision 32-true), got "
-                         f"{type(fabric.strategy.precision).__name__}")
+        raise ValueError(
+            f"the trainers run in 32-bit precision (fabric run --precision 32-true), got "
+            f"{type(fabric.strategy.precision).__name__}"
+        )
     return fabric
 
 
@@ -70,14 +77,18 @@ def resolve_resume(config: RunConfig, resume) -> tuple[Path | None, Path]:
     if resume is True:
         path = ckpt.latest_readable_checkpoint(root / "ckpt")
         if path is None:
-            raise ckpt.CheckpointError(f"--resume: no readable iteration_<N>.pth.tar checkpoint in {root / 'ckpt'}")
+            raise ckpt.CheckpointError(
+                f"--resume: no readable iteration_<N>.pth.tar checkpoint in {root / 'ckpt'}"
+            )
         return path, root
     path = Path(resume)
     if path.is_dir():
         folder = path / "ckpt" if (path / "ckpt").is_dir() else path
         found = ckpt.latest_readable_checkpoint(folder)
         if found is None:
-            raise ckpt.CheckpointError(f"--resume {path}: no readable iteration_<N>.pth.tar checkpoint there")
+            raise ckpt.CheckpointError(
+                f"--resume {path}: no readable iteration_<N>.pth.tar checkpoint there"
+            )
         path = found
     return path, path.parent.parent if path.parent.name == "ckpt" else root
 
@@ -104,8 +115,11 @@ class Trainer:
         self.evaluator = None
         if eval_cfg.eval_freq:
             eval_game = make_game(config.name, eval_cfg.num_episodes, self.device, config.env)
-            self.evaluator = Evaluator(eval_game, self.groups,
-                                       tc.seed + EVAL_SEED_OFFSET + self.rank * eval_cfg.num_episodes)
+            self.evaluator = Evaluator(
+                eval_game,
+                self.groups,
+                tc.seed + EVAL_SEED_OFFSET + self.rank * eval_cfg.num_episodes,
+            )
         self.score_policy = eval_cfg.score_policy or next(iter(config.policy))
 
         total = tc.total_timesteps or tc.num_episodes * self.game.episode_length
@@ -134,8 +148,12 @@ class Trainer:
         contiguous = ids == list(range(ids[0], ids[-1] + 1))
         agents = slice(ids[0], ids[-1] + 1) if contiguous else torch.tensor(ids, device=self.device)
         if cfg.to_train:
-            optimizer = torch.optim.Adam(module.parameters(), lr=cfg.lr, eps=cfg.adam_eps,
-                                         fused=self.device.type in ("cpu", "cuda"))
+            optimizer = torch.optim.Adam(
+                module.parameters(),
+                lr=cfg.lr,
+                eps=cfg.adam_eps,
+                fused=self.device.type in ("cpu", "cuda"),
+            )
             model, optimizer = self.fabric.setup(module, optimizer)
             if self.world_size == 1:
                 # One process, 32-bit: Fabric's wrapper would only add per-call overhead to the
@@ -148,9 +166,14 @@ class Trainer:
 
     def _restore(self, path: Path) -> None:
         state = ckpt.load_checkpoint(path)
-        ckpt.check_compatible(state, path, self.game.obs_dim, self.game.action_nvec,
-                              {g.tag: g.module for g in self.groups},
-                              {g.tag: self.config.policy[g.tag].model for g in self.groups})
+        ckpt.check_compatible(
+            state,
+            path,
+            self.game.obs_dim,
+            self.game.action_nvec,
+            {g.tag: g.module for g in self.groups},
+            {g.tag: self.config.policy[g.tag].model for g in self.groups},
+        )
         for group in self.groups:
             saved = state["policies"][group.tag]
             group.module.load_state_dict(saved["model"])
@@ -169,7 +192,10 @@ class Trainer:
             if self.device.type == "cuda" and rng[self.rank].get("cuda") is not None:
                 torch.cuda.set_rng_state(rng[self.rank]["cuda"], self.device)
         if self.rank == 0:
-            print(f"Resuming from {path} at iteration {self.iteration} (env step {self.env_step})", flush=True)
+            print(
+                f"Resuming from {path} at iteration {self.iteration} (env step {self.env_step})",
+                flush=True,
+            )
 
     # ------------------------------------------------------------------------------ loop
     def fit(self) -> dict:
@@ -179,7 +205,9 @@ class Trainer:
         self._warm_up(env_seed)
         self.collector.reset(env_seed)
         self.experiment.log_models({g.tag: g.module for g in self.groups})
-        progress = console.Progress(self.num_iterations, self.iteration, tc.progress_bar and self.rank == 0)
+        progress = console.Progress(
+            self.num_iterations, self.iteration, tc.progress_bar and self.rank == 0
+        )
         self.clock.start()
         window_start, window_iterations = self.clock.seconds(), 0
         stop = False
@@ -191,21 +219,31 @@ class Trainer:
                         learner.set_learning_rate(group, self.iteration, self.num_iterations)
                 buffers = self.collector.collect()
                 with self.timer.phase("training"):
-                    stats = {g.tag: learner.update(self.fabric, g, buffers[g.tag], self.game.action_nvec)
-                             for g in self.groups}
+                    stats = {
+                        g.tag: learner.update(self.fabric, g, buffers[g.tag], self.game.action_nvec)
+                        for g in self.groups
+                    }
                     learner.check_finite(self.groups, stats, self.iteration)
                 self.env_step += self.steps_per_iteration
                 self.total_episodes += self.collector.env_done.sum()
-                self.window.add(self.iteration, self.env_step, stats,
-                                {g.tag: learner.action_std(buffers[g.tag]) for g in self.groups},
-                                {g.tag: self._episode_stats(g, buffers[g.tag]) for g in self.groups})
+                self.window.add(
+                    self.iteration,
+                    self.env_step,
+                    stats,
+                    {g.tag: learner.action_std(buffers[g.tag]) for g in self.groups},
+                    {g.tag: self._episode_stats(g, buffers[g.tag]) for g in self.groups},
+                )
                 window_iterations += 1
                 last = self.iteration == self.num_iterations
-                if self.evaluator is not None and (self.iteration % self.config.evaluation.eval_freq == 0 or last):
+                if self.evaluator is not None and (
+                    self.iteration % self.config.evaluation.eval_freq == 0 or last
+                ):
                     with self.clock.paused():
                         stop = self._evaluate(progress)
                 if self.iteration % saving.metrics_log_freq == 0 or last or stop:
-                    self._log(progress, window_iterations, 1000.0 * (self.clock.seconds() - window_start))
+                    self._log(
+                        progress, window_iterations, 1000.0 * (self.clock.seconds() - window_start)
+                    )
                     window_start, window_iterations = self.clock.seconds(), 0
                 if self.iteration % saving.model_params_save_freq == 0 or last or stop:
                     self._save(ckpt.iteration_path(self.experiment.ckpt_dir or ".", self.iteration))
@@ -213,8 +251,13 @@ class Trainer:
         finally:
             progress.close()
             self.experiment.close()
-        return {"iterations": self.iteration, "env_steps": self.env_step, "best_eval": self.best_score,
-                "train_seconds": self.clock.seconds(), "experiment": str(self.experiment.root)}
+        return {
+            "iterations": self.iteration,
+            "env_steps": self.env_step,
+            "best_eval": self.best_score,
+            "train_seconds": self.clock.seconds(),
+            "experiment": str(self.experiment.root),
+        }
 
     def _warm_up(self, env_seed: int) -> None:
         """Compile the env kernels, the sampler and (``trainer.compile``) the losses before the clock starts."""
@@ -225,8 +268,13 @@ class Trainer:
         if self.evaluator is not None:
             self.evaluator.game.reset(0)
         if self.config.trainer.compile:
-            learner.compile_losses(self.fabric, self.groups, self.collector.buffers, self.game.action_nvec,
-                                   fuse_optimizer=self.world_size == 1)
+            learner.compile_losses(
+                self.fabric,
+                self.groups,
+                self.collector.buffers,
+                self.game.action_nvec,
+                fuse_optimizer=self.world_size == 1,
+            )
 
     def _episode_stats(self, group: PolicyGroup, buf) -> dict[str, torch.Tensor]:
         stats = self.collector.episode_stats(group)
@@ -242,7 +290,9 @@ class Trainer:
             return
         exp, last = self.experiment, records[-1]
         env_steps = self.steps_per_iteration * len(records)
-        agent_steps = sum(sum(r.policies[g.tag]["agentstep_count"] for g in self.groups) for r in records)
+        agent_steps = sum(
+            sum(r.policies[g.tag]["agentstep_count"] for g in self.groups) for r in records
+        )
         collect_s = sum(phase_ms[p] for p in PHASES if p != "training") / 1000.0
         total_episodes = int(self.total_episodes)
         results = {"Iterations Completed": self.iteration}
@@ -250,14 +300,21 @@ class Trainer:
         for group in self.groups:
             summary = learner_summary(records, group.tag)
             exp.learner_table(self.iteration, group.tag, summary)
-            exp.scalars("learner", self.iteration, self.env_step, {f"{group.tag}/{k}": v for k, v in summary.items()})
+            exp.scalars(
+                "learner",
+                self.iteration,
+                self.env_step,
+                {f"{group.tag}/{k}": v for k, v in summary.items()},
+            )
             episodes = episode_summary(records, group.tag)
             collector = {
                 "episode_count": episodes["episode_count"],
                 "envstep_count": env_steps,
                 "avg_envstep_per_episode": episodes["avg_envstep_per_episode"],
                 "avg_envstep_per_sec": env_steps / collect_s if collect_s else float("nan"),
-                "avg_episode_per_sec": episodes["episode_count"] / collect_s if collect_s else float("nan"),
+                "avg_episode_per_sec": episodes["episode_count"] / collect_s
+                if collect_s
+                else float("nan"),
                 "collect_time": collect_s,
                 "reward_mean": episodes["reward_mean"],
                 "reward_std": episodes["reward_std"],
@@ -268,23 +325,49 @@ class Trainer:
                 "total_duration": self.clock.seconds(),
             }
             exp.collector_table(self.iteration, group.tag, collector)
-            exp.scalars("collector", self.iteration, self.env_step, {f"{group.tag}/{k}": v for k, v in collector.items()})
-            block = console.policy_block(group.tag, group.config, last.policies[group.tag], episodes,
-                                         len(self.game.action_nvec), group.num_agents, self.env_step)
+            exp.scalars(
+                "collector",
+                self.iteration,
+                self.env_step,
+                {f"{group.tag}/{k}": v for k, v in collector.items()},
+            )
+            block = console.policy_block(
+                group.tag,
+                group.config,
+                last.policies[group.tag],
+                episodes,
+                len(self.game.action_nvec),
+                group.num_agents,
+                self.env_step,
+            )
             results[group.tag] = block
             blocks.append(console.format_block(f"Metrics for policy '{group.tag}'", block))
-        speed = console.speed_block(self.iteration, self.num_iterations, window_iterations, phase_ms, total_ms,
-                                    env_steps, int(agent_steps))
+        speed = console.speed_block(
+            self.iteration,
+            self.num_iterations,
+            window_iterations,
+            phase_ms,
+            total_ms,
+            env_steps,
+            int(agent_steps),
+        )
         results["Perf. Stats"] = speed
         blocks.append(console.format_block("Speed performance stats", speed))
         progress.print("\n".join(blocks))
-        exp.scalars("speed", self.iteration, self.env_step, {k: v for k, v in speed.items() if k != "Iteration"})
+        exp.scalars(
+            "speed",
+            self.iteration,
+            self.env_step,
+            {k: v for k, v in speed.items() if k != "Iteration"},
+        )
         exp.results(results)
 
     def _evaluate(self, progress) -> bool:
         """Greedy evaluation on every rank; rank 0 logs it and keeps ckpt_best. Returns "stop"."""
         result = self.evaluator.run()
-        means = torch.stack([result["returns"][g.tag].mean() for g in self.groups]).to(torch.float64)
+        means = torch.stack([result["returns"][g.tag].mean() for g in self.groups]).to(
+            torch.float64
+        )
         if self.world_size > 1:
             means = self.fabric.all_reduce(means, reduce_op="mean")
         means = means.tolist()
@@ -298,29 +381,46 @@ class Trainer:
         if self.rank == 0:
             for group, mean in zip(self.groups, means):
                 returns = result["returns"][group.tag]
-                values = {"train_iter": self.iteration, "ckpt_name": f"iteration_{self.iteration}.pth.tar",
-                          "episode_count": returns.numel(), "envstep_count": result["envsteps"],
-                          "evaluate_time": result["seconds"],
-                          "avg_envstep_per_episode": result["envsteps"] / returns.numel(),
-                          "avg_envstep_per_sec": result["envsteps"] / result["seconds"],
-                          "avg_time_per_episode": result["seconds"] / returns.numel(),
-                          "reward_mean": mean, "reward_std": float(returns.std(unbiased=False)),
-                          "reward_max": float(returns.max()), "reward_min": float(returns.min()),
-                          "train_time_s": self.clock.seconds()}
+                values = {
+                    "train_iter": self.iteration,
+                    "ckpt_name": f"iteration_{self.iteration}.pth.tar",
+                    "episode_count": returns.numel(),
+                    "envstep_count": result["envsteps"],
+                    "evaluate_time": result["seconds"],
+                    "avg_envstep_per_episode": result["envsteps"] / returns.numel(),
+                    "avg_envstep_per_sec": result["envsteps"] / result["seconds"],
+                    "avg_time_per_episode": result["seconds"] / returns.numel(),
+                    "reward_mean": mean,
+                    "reward_std": float(returns.std(unbiased=False)),
+                    "reward_max": float(returns.max()),
+                    "reward_min": float(returns.min()),
+                    "train_time_s": self.clock.seconds(),
+                }
                 self.experiment.evaluator_table(self.iteration, group.tag, values)
-                self.experiment.scalars("evaluator", self.iteration, self.env_step,
-                                        {f"{group.tag}/{k}": v for k, v in values.items() if k != "ckpt_name"})
-            progress.print(f"[eval] iteration {self.iteration}, env step {self.env_step}: "
-                           f"{self.score_policy} mean return {score:.2f} (best {self.best_score:.2f}), "
-                           f"train time {self.clock.seconds():.2f} s" + (" -> stop_value reached" if stop else ""))
+                self.experiment.scalars(
+                    "evaluator",
+                    self.iteration,
+                    self.env_step,
+                    {f"{group.tag}/{k}": v for k, v in values.items() if k != "ckpt_name"},
+                )
+            progress.print(
+                f"[eval] iteration {self.iteration}, env step {self.env_step}: "
+                f"{self.score_policy} mean return {score:.2f} (best {self.best_score:.2f}), "
+                f"train time {self.clock.seconds():.2f} s"
+                + (" -> stop_value reached" if stop else "")
+            )
             if self.config.trainer.capture_video:
                 self._record_video()
         return stop
 
     def _record_video(self) -> None:
         if self.video_game is None:
-            self.video_game = make_game(self.config.name, 1, self.device, self.config.env, render_mode="rgb_array")
-        path = record_video(self.video_game, self.groups, self.experiment.video_dir / f"iteration_{self.iteration}")
+            self.video_game = make_game(
+                self.config.name, 1, self.device, self.config.env, render_mode="rgb_array"
+            )
+        path = record_video(
+            self.video_game, self.groups, self.experiment.video_dir / f"iteration_{self.iteration}"
+        )
         print(f"[video] {path}", flush=True)
 
     # ------------------------------------------------------------------------------ checkpoints
@@ -334,15 +434,25 @@ class Trainer:
             "iteration": self.iteration,
             "env_step": self.env_step,
             "num_iterations": self.num_iterations,
-            "counters": {"total_episodes": int(self.total_episodes), "train_seconds": self.clock.seconds(),
-                         "evaluations": self.evaluator.evaluations if self.evaluator else 0},
+            "counters": {
+                "total_episodes": int(self.total_episodes),
+                "train_seconds": self.clock.seconds(),
+                "evaluations": self.evaluator.evaluations if self.evaluator else 0,
+            },
             "best_eval": self.best_score,
             "config": self.config.to_dict(),
-            "spaces": {"obs_dim": self.game.obs_dim, "action_nvec": list(self.game.action_nvec),
-                       "continuous": isinstance(self.game.action_nvec, ContinuousActions)},
-            "policies": {g.tag: {"model": g.module.state_dict(),
-                                 "optimizer": g.optimizer.state_dict() if g.optimizer is not None else None}
-                         for g in self.groups},
+            "spaces": {
+                "obs_dim": self.game.obs_dim,
+                "action_nvec": list(self.game.action_nvec),
+                "continuous": isinstance(self.game.action_nvec, ContinuousActions),
+            },
+            "policies": {
+                g.tag: {
+                    "model": g.module.state_dict(),
+                    "optimizer": g.optimizer.state_dict() if g.optimizer is not None else None,
+                }
+                for g in self.groups
+            },
             "sampler": self.sampler.state_dict(),
             "rng": rng,
         }

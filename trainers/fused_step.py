@@ -16,7 +16,7 @@ distributed runs compile the loss alone (``learner.compile_loss``).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch.func import functional_call, grad
@@ -30,7 +30,9 @@ def supports(optimizer: torch.optim.Optimizer) -> bool:
     if type(optimizer) is not torch.optim.Adam or len(optimizer.param_groups) != 1:
         return False
     group = optimizer.param_groups[0]
-    return not (group["weight_decay"] or group["amsgrad"] or group["maximize"] or group["differentiable"])
+    return not (
+        group["weight_decay"] or group["amsgrad"] or group["maximize"] or group["differentiable"]
+    )
 
 
 class FusedAdamStep:
@@ -42,8 +44,10 @@ class FusedAdamStep:
 
     def __init__(self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: LossFn):
         if not supports(optimizer):
-            raise ValueError("FusedAdamStep needs a torch.optim.Adam with one parameter group, "
-                             "no weight decay, no AMSGrad, not maximize")
+            raise ValueError(
+                "FusedAdamStep needs a torch.optim.Adam with one parameter group, "
+                "no weight decay, no AMSGrad, not maximize"
+            )
         self._module = module
         self._optimizer = optimizer
         self._loss_fn = loss_fn
@@ -54,23 +58,51 @@ class FusedAdamStep:
         self._weights = {name: p.detach() for name, p in named}
         self._compiled = torch.compile(_adam_step)
 
-    def __call__(self, minibatch: dict[str, torch.Tensor], nvec, cfg,
-                 max_norm: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def __call__(
+        self, minibatch: dict[str, torch.Tensor], nvec, cfg, max_norm: float
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Train on ``minibatch``: returns ``(statistics, grad_norm, log_ratio)`` (see the loss function)."""
-        return self._run(self._weights, [self._state(p) for p in self._parameters], minibatch, nvec, cfg, max_norm)
+        return self._run(
+            self._weights,
+            [self._state(p) for p in self._parameters],
+            minibatch,
+            nvec,
+            cfg,
+            max_norm,
+        )
 
     def compile_for(self, minibatch: dict[str, torch.Tensor], nvec, cfg, max_norm: float) -> None:
         """Compile the step for ``minibatch``'s shapes on copies: the weights and the optimizer do not move."""
         weights = {name: weight.clone() for name, weight in self._weights.items()}
-        self._run(weights, [_new_adam_state(p) for p in self._parameters], minibatch, nvec, cfg, max_norm)
+        self._run(
+            weights, [_new_adam_state(p) for p in self._parameters], minibatch, nvec, cfg, max_norm
+        )
 
-    def _run(self, weights: dict[str, torch.Tensor], states: list[dict[str, torch.Tensor]], minibatch, nvec, cfg,
-             max_norm: float):
+    def _run(
+        self,
+        weights: dict[str, torch.Tensor],
+        states: list[dict[str, torch.Tensor]],
+        minibatch,
+        nvec,
+        cfg,
+        max_norm: float,
+    ):
         group = self._optimizer.param_groups[0]
-        return self._compiled(self._module, self._loss_fn, weights, [s["exp_avg"] for s in states],
-                              [s["exp_avg_sq"] for s in states], [s["step"] for s in states],
-                              torch.tensor(group["lr"]), minibatch, nvec, cfg, float(max_norm), group["betas"],
-                              group["eps"])
+        return self._compiled(
+            self._module,
+            self._loss_fn,
+            weights,
+            [s["exp_avg"] for s in states],
+            [s["exp_avg_sq"] for s in states],
+            [s["step"] for s in states],
+            torch.tensor(group["lr"]),
+            minibatch,
+            nvec,
+            cfg,
+            float(max_norm),
+            group["betas"],
+            group["eps"],
+        )
 
     def _state(self, parameter: torch.Tensor) -> dict[str, torch.Tensor]:
         """The optimizer's state of ``parameter``, created on first use as torch's Adam creates it."""
@@ -82,17 +114,34 @@ class FusedAdamStep:
 
 def _new_adam_state(parameter: torch.Tensor) -> dict[str, torch.Tensor]:
     """Zero Adam state for ``parameter``, shaped as torch's (fused) Adam makes it."""
-    return {"step": torch.zeros((), dtype=torch.float32, device=parameter.device),
-            "exp_avg": torch.zeros_like(parameter, memory_format=torch.preserve_format),
-            "exp_avg_sq": torch.zeros_like(parameter, memory_format=torch.preserve_format)}
+    return {
+        "step": torch.zeros((), dtype=torch.float32, device=parameter.device),
+        "exp_avg": torch.zeros_like(parameter, memory_format=torch.preserve_format),
+        "exp_avg_sq": torch.zeros_like(parameter, memory_format=torch.preserve_format),
+    }
 
 
-def _adam_step(module, loss_fn, weights, exp_avgs, exp_avg_sqs, steps, lr, minibatch, nvec, cfg, max_norm,
-               betas, eps):
+def _adam_step(
+    module,
+    loss_fn,
+    weights,
+    exp_avgs,
+    exp_avg_sqs,
+    steps,
+    lr,
+    minibatch,
+    nvec,
+    cfg,
+    max_norm,
+    betas,
+    eps,
+):
     """The traced step: gradient of the loss, clip to ``max_norm``, torch's Adam update, all in place."""
+
     def loss_of(params):
-        loss, statistics, log_ratio = loss_fn(lambda obs: functional_call(module, params, (obs,)),
-                                              minibatch, nvec, cfg)
+        loss, statistics, log_ratio = loss_fn(
+            lambda obs: functional_call(module, params, (obs,)), minibatch, nvec, cfg
+        )
         return loss, (statistics, log_ratio)
 
     grads, (statistics, log_ratio) = grad(loss_of, has_aux=True)(weights)
@@ -101,6 +150,20 @@ def _adam_step(module, loss_fn, weights, exp_avgs, exp_avg_sqs, steps, lr, minib
     scale = torch.clamp(max_norm / (grad_norm + 1e-6), max=1.0)
     beta1, beta2 = betas
     with torch.no_grad():
-        adam(list(weights.values()), [g * scale for g in grads], exp_avgs, exp_avg_sqs, [], steps, foreach=False,
-             amsgrad=False, beta1=beta1, beta2=beta2, lr=lr, weight_decay=0.0, eps=eps, maximize=False)
+        adam(
+            list(weights.values()),
+            [g * scale for g in grads],
+            exp_avgs,
+            exp_avg_sqs,
+            [],
+            steps,
+            foreach=False,
+            amsgrad=False,
+            beta1=beta1,
+            beta2=beta2,
+            lr=lr,
+            weight_decay=0.0,
+            eps=eps,
+            maximize=False,
+        )
     return statistics, grad_norm, log_ratio

@@ -32,7 +32,9 @@ class _OneAgentGame:
 
     def default_agent_map(self, tags: list[str]) -> dict[str, list[int]]:
         if len(tags) != 1:
-            raise ConfigError(f"policy: {self.title} has one agent per env, so exactly one policy; got {tags}")
+            raise ConfigError(
+                f"policy: {self.title} has one agent per env, so exactly one policy; got {tags}"
+            )
         return {tags[0]: [0]}
 
     def reset(self, seed: int | None) -> torch.Tensor:
@@ -59,13 +61,24 @@ class CartPoleGame(_OneAgentGame):
 
     title = "CartPole"
 
-    def __init__(self, num_envs: int, device: torch.device, env_kwargs: dict[str, Any],
-                 render_mode: str | None = None):
+    def __init__(
+        self,
+        num_envs: int,
+        device: torch.device,
+        env_kwargs: dict[str, Any],
+        render_mode: str | None = None,
+    ):
         from gpu_envs.cartpole import CartPoleVectorEnv
 
         try:
-            self.env = CartPoleVectorEnv(num_envs, device=device, autoreset_mode="next_step",
-                                         validate_actions=False, render_mode=render_mode, **env_kwargs)
+            self.env = CartPoleVectorEnv(
+                num_envs,
+                device=device,
+                autoreset_mode="next_step",
+                validate_actions=False,
+                render_mode=render_mode,
+                **env_kwargs,
+            )
         except TypeError as error:
             raise ConfigError(f"env: {error}") from None
         self._init_agents(num_envs, device, 500)
@@ -84,13 +97,24 @@ class PendulumGame(_OneAgentGame):
 
     title = "Pendulum"
 
-    def __init__(self, num_envs: int, device: torch.device, env_kwargs: dict[str, Any],
-                 render_mode: str | None = None):
+    def __init__(
+        self,
+        num_envs: int,
+        device: torch.device,
+        env_kwargs: dict[str, Any],
+        render_mode: str | None = None,
+    ):
         from gpu_envs.pendulum import PendulumVectorEnv
 
         try:
-            self.env = PendulumVectorEnv(num_envs, device=device, autoreset_mode="next_step",
-                                         validate_actions=False, render_mode=render_mode, **env_kwargs)
+            self.env = PendulumVectorEnv(
+                num_envs,
+                device=device,
+                autoreset_mode="next_step",
+                validate_actions=False,
+                render_mode=render_mode,
+                **env_kwargs,
+            )
         except TypeError as error:
             raise ConfigError(f"env: {error}") from None
         self._init_agents(num_envs, device, 200)
@@ -106,14 +130,25 @@ class PendulumGame(_OneAgentGame):
 class TagGame:
     """``gpu_envs.tag.TagEnv`` (the batched multi-agent Tag) as it is."""
 
-    def __init__(self, num_envs: int, device: torch.device, env_kwargs: dict[str, Any],
-                 render_mode: str | None = None):
+    def __init__(
+        self,
+        num_envs: int,
+        device: torch.device,
+        env_kwargs: dict[str, Any],
+        render_mode: str | None = None,
+    ):
         from gpu_envs.tag import TagEnv
 
         extra = {"render_mode": render_mode} if render_mode else {}
         try:
-            self.env = TagEnv(num_envs, device=device, autoreset_mode="next_step",
-                              validate_actions=False, **env_kwargs, **extra)
+            self.env = TagEnv(
+                num_envs,
+                device=device,
+                autoreset_mode="next_step",
+                validate_actions=False,
+                **env_kwargs,
+                **extra,
+            )
         except TypeError as error:
             raise ConfigError(f"env: {error}") from None
         self.num_envs, self.num_agents = num_envs, self.env.num_agents
@@ -131,7 +166,9 @@ class TagGame:
             return {tag: teams[tag] for tag in tags}
         if len(tags) == 1:
             return {tags[0]: list(range(self.num_agents))}
-        raise ConfigError(f"policy: Tag policies are 'tagger' and 'runner' (or one shared policy); got {tags}")
+        raise ConfigError(
+            f"policy: Tag policies are 'tagger' and 'runner' (or one shared policy); got {tags}"
+        )
 
     def reset(self, seed: int | None) -> torch.Tensor:
         obs, _ = self.env.reset(seed=seed)
@@ -148,8 +185,13 @@ class TagGame:
         self.env.close()
 
 
-def make_game(name: str, num_envs: int, device: torch.device, env_kwargs: dict[str, Any],
-              render_mode: str | None = None):
+def make_game(
+    name: str,
+    num_envs: int,
+    device: torch.device,
+    env_kwargs: dict[str, Any],
+    render_mode: str | None = None,
+):
     """The game of config ``name`` with ``num_envs`` envs on ``device``."""
     kind = {"cartpole": CartPoleGame, "pendulum": PendulumGame, "tag": TagGame}[game_of(name)]
     return kind(num_envs, device, dict(env_kwargs), render_mode)

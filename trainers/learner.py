@@ -15,10 +15,25 @@ from gpu_envs.trainers.config import PolicyConfig
 from gpu_envs.trainers.policy import log_prob_entropy
 from gpu_envs.trainers.rollout import PolicyGroup, RolloutBuffer
 
-LEARNER_METRICS = ("cur_lr", "total_loss", "policy_loss", "value_loss", "entropy", "grad_norm",
-                   "approx_kl", "clip_fraction", "explained_variance", "first_ratio_deviation",
-                   "value_mean", "advantage_mean", "norm_advantage_mean", "return_mean",
-                   "reward_mean", "reward_max", "reward_min")
+LEARNER_METRICS = (
+    "cur_lr",
+    "total_loss",
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "grad_norm",
+    "approx_kl",
+    "clip_fraction",
+    "explained_variance",
+    "first_ratio_deviation",
+    "value_mean",
+    "advantage_mean",
+    "norm_advantage_mean",
+    "return_mean",
+    "reward_mean",
+    "reward_max",
+    "reward_min",
+)
 
 
 class NonFiniteError(RuntimeError):
@@ -28,7 +43,9 @@ class NonFiniteError(RuntimeError):
 _WATCHED = ("total_loss", "grad_norm")
 
 
-def check_finite(groups: list[PolicyGroup], stats: dict[str, dict[str, torch.Tensor]], iteration: int) -> None:
+def check_finite(
+    groups: list[PolicyGroup], stats: dict[str, dict[str, torch.Tensor]], iteration: int
+) -> None:
     """Raise ``NonFiniteError`` if a trained policy's loss or gradient norm of this iteration is not finite.
 
     The values are the update's minibatch averages (any NaN or inf step makes them non-finite);
@@ -46,7 +63,8 @@ def check_finite(groups: list[PolicyGroup], stats: dict[str, dict[str, torch.Ten
         f"training diverged at iteration {iteration}: policy '{group.tag}' {name} is {float(values[index])}. "
         f"Stopped without saving this iteration; the checkpoints already written hold finite weights. "
         f"Lower policy.{group.tag}.lr (now {group.config.lr:g}), keep policy.{group.tag}.clip_grad_norm on, "
-        f"or check the env's rewards and observations for NaN or inf")
+        f"or check the env's rewards and observations for NaN or inf"
+    )
 
 
 def set_learning_rate(group: PolicyGroup, iteration: int, num_iterations: int) -> float:
@@ -61,8 +79,9 @@ def set_learning_rate(group: PolicyGroup, iteration: int, num_iterations: int) -
 def update(fabric, group: PolicyGroup, buf: RolloutBuffer, nvec) -> dict[str, torch.Tensor]:
     """Train ``group`` on ``buf`` (unless it is frozen) and return its learner statistics (device)."""
     cfg = group.config
-    advantages, returns = ppo.compute_gae(buf.rewards, buf.values, buf.next_value, buf.terminated,
-                                          buf.done, cfg.gamma, cfg.gae_lambda)
+    advantages, returns = ppo.compute_gae(
+        buf.rewards, buf.values, buf.next_value, buf.terminated, buf.done, cfg.gamma, cfg.gae_lambda
+    )
     data = _flatten(buf, advantages, returns)
     result = _batch_statistics(data)
     if group.optimizer is None:
@@ -73,8 +92,13 @@ def update(fabric, group: PolicyGroup, buf: RolloutBuffer, nvec) -> dict[str, to
     return {key: result[key].float() for key in LEARNER_METRICS}
 
 
-def compile_losses(fabric, groups: list[PolicyGroup], buffers: dict[str, RolloutBuffer], nvec,
-                   fuse_optimizer: bool = False) -> None:
+def compile_losses(
+    fabric,
+    groups: list[PolicyGroup],
+    buffers: dict[str, RolloutBuffer],
+    nvec,
+    fuse_optimizer: bool = False,
+) -> None:
     """``trainer.compile``: compile every trained policy's training now, on its rollout buffer's shapes.
 
     ``fuse_optimizer`` (one process, a plain Adam): the whole gradient step (``fused_step``);
@@ -85,7 +109,9 @@ def compile_losses(fabric, groups: list[PolicyGroup], buffers: dict[str, Rollout
             compile_loss(fabric, group, buffers[group.tag], nvec, fuse_optimizer)
 
 
-def compile_loss(fabric, group: PolicyGroup, buf: RolloutBuffer, nvec, fuse_optimizer: bool = False) -> None:
+def compile_loss(
+    fabric, group: PolicyGroup, buf: RolloutBuffer, nvec, fuse_optimizer: bool = False
+) -> None:
     """Compile ``group``'s gradient step (``fuse_optimizer``) or its ``minibatch_loss`` now.
 
     The step runs once for every minibatch size an update of ``buf`` makes, without moving the
@@ -93,7 +119,9 @@ def compile_loss(fabric, group: PolicyGroup, buf: RolloutBuffer, nvec, fuse_opti
     torch cannot compile here (no C++ compiler, say), it warns and the policy trains eagerly.
     """
     cfg = group.config
-    data = _flatten(buf, buf.values, buf.values)  # any [T, E, n] tensors stand in for the advantages and returns
+    data = _flatten(
+        buf, buf.values, buf.values
+    )  # any [T, E, n] tensors stand in for the advantages and returns
     size = data["valid"].shape[0]
     _, _, minibatch_size = _schedule(cfg, size)
     optimizer = getattr(group.optimizer, "optimizer", group.optimizer)  # unwrap Fabric's optimizer
@@ -102,22 +130,31 @@ def compile_loss(fabric, group: PolicyGroup, buf: RolloutBuffer, nvec, fuse_opti
     else:
         group.loss_fn = torch.compile(minibatch_loss)
     try:
-        for length in sorted({min(minibatch_size, size - start) for start in range(0, size, minibatch_size)}):
-            mb = _minibatch({key: value[:length] for key, value in data.items()}, cfg.normalize_advantage)
+        for length in sorted(
+            {min(minibatch_size, size - start) for start in range(0, size, minibatch_size)}
+        ):
+            mb = _minibatch(
+                {key: value[:length] for key, value in data.items()}, cfg.normalize_advantage
+            )
             if group.fused_step is not None:
                 group.fused_step.compile_for(mb, nvec, cfg, _max_norm(cfg))
             else:
                 loss, _, _ = group.loss_fn(group.model, mb, nvec, cfg)
                 fabric.backward(loss)
-    except Exception as error:  # noqa: BLE001 - any compiler failure falls back to eager training
-        warnings.warn(f"trainer.compile: torch.compile failed for policy {group.tag!r} "
-                      f"({type(error).__name__}: {error}); it trains without compiling", stacklevel=2)
+    except Exception as error:
+        warnings.warn(
+            f"trainer.compile: torch.compile failed for policy {group.tag!r} "
+            f"({type(error).__name__}: {error}); it trains without compiling",
+            stacklevel=2,
+        )
         group.loss_fn = group.fused_step = None
     for parameter in group.module.parameters():
         parameter.grad = None
 
 
-def _flatten(buf: RolloutBuffer, advantages: torch.Tensor, returns: torch.Tensor) -> dict[str, torch.Tensor]:
+def _flatten(
+    buf: RolloutBuffer, advantages: torch.Tensor, returns: torch.Tensor
+) -> dict[str, torch.Tensor]:
     """The rollout as one batch of transitions, [T * E * n, ...] per entry."""
     return {
         "obs": buf.obs.reshape(-1, buf.obs.shape[-1]),
@@ -131,8 +168,15 @@ def _flatten(buf: RolloutBuffer, advantages: torch.Tensor, returns: torch.Tensor
     }
 
 
-_STEP_METRICS = ("total_loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction",
-                 "grad_norm")
+_STEP_METRICS = (
+    "total_loss",
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "approx_kl",
+    "clip_fraction",
+    "grad_norm",
+)
 _TRAIN_METRICS = ("cur_lr", "first_ratio_deviation", *_STEP_METRICS)
 
 
@@ -151,7 +195,9 @@ def _batch_statistics(data: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     }
 
 
-def _optimise(fabric, group: PolicyGroup, data: dict[str, torch.Tensor], nvec) -> dict[str, torch.Tensor]:
+def _optimise(
+    fabric, group: PolicyGroup, data: dict[str, torch.Tensor], nvec
+) -> dict[str, torch.Tensor]:
     """PPO: ``update_epochs`` passes of ``num_minibatches`` shuffled minibatches; A2C: one full step.
 
     Every torch call costs microseconds on a CPU whatever its size, so the step keeps their number
@@ -168,12 +214,20 @@ def _optimise(fabric, group: PolicyGroup, data: dict[str, torch.Tensor], nvec) -
     for _ in range(epochs):
         order = torch.randperm(size, device=data["valid"].device) if minibatches > 1 else None
         for start in range(0, size, minibatch_size):
-            mb = whole_batch if order is None else _minibatch(
-                {k: v[order[start:start + minibatch_size]] for k, v in data.items()}, cfg.normalize_advantage)
+            mb = (
+                whole_batch
+                if order is None
+                else _minibatch(
+                    {k: v[order[start : start + minibatch_size]] for k, v in data.items()},
+                    cfg.normalize_advantage,
+                )
+            )
             if group.fused_step is not None:
                 step, grad_norm, log_ratio = group.fused_step(mb, nvec, cfg, max_norm)
             else:
-                step, grad_norm, log_ratio = _gradient_step(fabric, group, parameters, mb, nvec, max_norm)
+                step, grad_norm, log_ratio = _gradient_step(
+                    fabric, group, parameters, mb, nvec, max_norm
+                )
             if first_ratio_deviation is None:
                 first_ratio_deviation = ppo.max_ratio_deviation(log_ratio, mb["weights"])
             step = torch.cat([step, grad_norm.reshape(1)])
@@ -181,14 +235,24 @@ def _optimise(fabric, group: PolicyGroup, data: dict[str, torch.Tensor], nvec) -
             steps += 1
     result = dict(zip(_STEP_METRICS, totals / steps))
     result["first_ratio_deviation"] = first_ratio_deviation
-    result["cur_lr"] = torch.tensor(group.optimizer.param_groups[0]["lr"], device=data["valid"].device)
+    result["cur_lr"] = torch.tensor(
+        group.optimizer.param_groups[0]["lr"], device=data["valid"].device
+    )
     return result
 
 
-def _gradient_step(fabric, group: PolicyGroup, parameters: list[torch.Tensor], mb: dict[str, torch.Tensor], nvec,
-                   max_norm: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _gradient_step(
+    fabric,
+    group: PolicyGroup,
+    parameters: list[torch.Tensor],
+    mb: dict[str, torch.Tensor],
+    nvec,
+    max_norm: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One eager optimizer step on ``mb`` (the loss possibly compiled); returns (statistics, grad norm, log ratio)."""
-    loss, statistics, log_ratio = (group.loss_fn or minibatch_loss)(group.model, mb, nvec, group.config)
+    loss, statistics, log_ratio = (group.loss_fn or minibatch_loss)(
+        group.model, mb, nvec, group.config
+    )
     group.optimizer.zero_grad(set_to_none=True)
     fabric.backward(loss)
     grad_norm = clip_gradients(parameters, max_norm)
@@ -200,8 +264,9 @@ def _max_norm(cfg: PolicyConfig) -> float:
     return cfg.max_grad_norm if cfg.clip_grad_norm else float("inf")
 
 
-def minibatch_loss(model: torch.nn.Module, mb: dict[str, torch.Tensor], nvec,
-                   cfg: PolicyConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def minibatch_loss(
+    model: torch.nn.Module, mb: dict[str, torch.Tensor], nvec, cfg: PolicyConfig
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The loss of one minibatch (prepared by ``_minibatch``), to backpropagate.
 
     Returns ``(loss, statistics, log_ratio)``: the statistics are the detached total loss, policy
@@ -211,32 +276,48 @@ def minibatch_loss(model: torch.nn.Module, mb: dict[str, torch.Tensor], nvec,
     weights, is_ppo = mb["weights"], cfg.algorithm == "PPO"
     logits, new_values = model(mb["obs"])
     new_log_probs, entropy = log_prob_entropy(logits, mb["actions"], nvec)
-    pg_loss, log_ratio = ppo.policy_loss(new_log_probs, mb["log_probs"], mb["advantages"], weights,
-                                         cfg.clip_param, is_ppo)
-    v_loss = ppo.value_loss(new_values, mb["values"], mb["returns"], weights, cfg.clip_param,
-                            cfg.clip_vloss and is_ppo)
+    pg_loss, log_ratio = ppo.policy_loss(
+        new_log_probs, mb["log_probs"], mb["advantages"], weights, cfg.clip_param, is_ppo
+    )
+    v_loss = ppo.value_loss(
+        new_values, mb["values"], mb["returns"], weights, cfg.clip_param, cfg.clip_vloss and is_ppo
+    )
     entropy_mean = ppo.weighted_mean(entropy, weights)
     loss = pg_loss + cfg.vf_loss_coeff * v_loss
     if cfg.entropy_coeff:  # a zero coefficient would still backpropagate through the entropy
         loss = loss - cfg.entropy_coeff * entropy_mean
     ratio_stats = ppo.ratio_statistics(log_ratio, weights, cfg.clip_param)
     with torch.no_grad():
-        statistics = torch.stack([loss, pg_loss, v_loss, entropy_mean, ratio_stats["approx_kl"],
-                                  ratio_stats["clip_fraction"]]).float()
+        statistics = torch.stack(
+            [
+                loss,
+                pg_loss,
+                v_loss,
+                entropy_mean,
+                ratio_stats["approx_kl"],
+                ratio_stats["clip_fraction"],
+            ]
+        ).float()
     return loss, statistics, log_ratio
 
 
 def _schedule(cfg: PolicyConfig, size: int) -> tuple[int, int, int]:
     """Epochs, minibatches and minibatch size for an update of ``size`` samples: the config's for
     PPO, one full-batch step for A2C."""
-    epochs, minibatches = (cfg.update_epochs, cfg.num_minibatches) if cfg.algorithm == "PPO" else (1, 1)
+    epochs, minibatches = (
+        (cfg.update_epochs, cfg.num_minibatches) if cfg.algorithm == "PPO" else (1, 1)
+    )
     return epochs, minibatches, -(-size // minibatches)
 
 
-def _minibatch(batch: dict[str, torch.Tensor], normalize_advantage: bool) -> dict[str, torch.Tensor]:
+def _minibatch(
+    batch: dict[str, torch.Tensor], normalize_advantage: bool
+) -> dict[str, torch.Tensor]:
     """``batch`` with the weights of its masked means and, if asked, its advantages normalised."""
     valid = batch["valid"]
-    advantages = ppo.normalize(batch["advantages"], valid) if normalize_advantage else batch["advantages"]
+    advantages = (
+        ppo.normalize(batch["advantages"], valid) if normalize_advantage else batch["advantages"]
+    )
     return {**batch, "advantages": advantages, "weights": ppo.mean_weights(valid)}
 
 

@@ -56,7 +56,9 @@ class _EnvGame(TagGame):
         if not isinstance(env, TagEnv):
             raise TypeError(f"env must be a gpu_envs.TagEnv, got {type(env).__name__}")
         if env.autoreset_mode != AutoresetMode.NEXT_STEP:
-            raise ValueError(f"env: the trainer needs autoreset_mode='next_step', got {env.autoreset_mode.value!r}")
+            raise ValueError(
+                f"env: the trainer needs autoreset_mode='next_step', got {env.autoreset_mode.value!r}"
+            )
         env.validate_actions = False
         self.env = env
         self.num_envs, self.num_agents = env.num_envs, env.num_agents
@@ -74,13 +76,19 @@ class _ManualOptimization:
         self.module.manual_backward(loss)
 
 
-def _agent_index(tag: str, ids: list[int], num_agents: int, device: torch.device) -> slice | torch.Tensor:
+def _agent_index(
+    tag: str, ids: list[int], num_agents: int, device: torch.device
+) -> slice | torch.Tensor:
     """The index of ``ids`` into the agent axis: a slice when contiguous, else an index tensor."""
     if not ids:
         raise ValueError(f"policy_tag_to_agent_id_map[{tag!r}]: no agent ids")
-    bad = [i for i in ids if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < num_agents]
+    bad = [
+        i for i in ids if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < num_agents
+    ]
     if bad:
-        raise ValueError(f"policy_tag_to_agent_id_map[{tag!r}]: ids {bad[:8]} are not agent ids 0..{num_agents - 1}")
+        raise ValueError(
+            f"policy_tag_to_agent_id_map[{tag!r}]: ids {bad[:8]} are not agent ids 0..{num_agents - 1}"
+        )
     ids = sorted(ids)
     if ids == list(range(ids[0], ids[-1] + 1)):
         return slice(ids[0], ids[-1] + 1)
@@ -90,15 +98,19 @@ def _agent_index(tag: str, ids: list[int], num_agents: int, device: torch.device
 def _check_agent_map(agent_map: dict[str, list[int]], tags: list[str], num_agents: int) -> None:
     """Every policy of the config has agents, and every agent exactly one policy."""
     if set(agent_map) != set(tags):
-        raise ValueError(f"policy_tag_to_agent_id_map names policies {sorted(agent_map)}, "
-                         f"the config's policy section {sorted(tags)}")
+        raise ValueError(
+            f"policy_tag_to_agent_id_map names policies {sorted(agent_map)}, "
+            f"the config's policy section {sorted(tags)}"
+        )
     owners: dict[int, str] = {}
     for tag, ids in agent_map.items():
         if len(set(ids)) != len(ids):
             raise ValueError(f"policy_tag_to_agent_id_map[{tag!r}]: repeated agent ids")
         for i in ids:
             if i in owners:
-                raise ValueError(f"policy_tag_to_agent_id_map: agent {i} is in both {owners[i]!r} and {tag!r}")
+                raise ValueError(
+                    f"policy_tag_to_agent_id_map: agent {i} is in both {owners[i]!r} and {tag!r}"
+                )
             owners[i] = tag
     missing = sorted(set(range(num_agents)) - set(owners))
     if missing:
@@ -118,8 +130,13 @@ class TagLightningModule(pl.LightningModule):
         verbose: print the per-policy metric blocks every ``saving.metrics_log_freq`` iterations.
     """
 
-    def __init__(self, env: TagEnv, config: RunConfig | dict[str, Any],
-                 policy_tag_to_agent_id_map: dict[str, list[int]] | None = None, verbose: bool = True):
+    def __init__(
+        self,
+        env: TagEnv,
+        config: RunConfig | dict[str, Any],
+        policy_tag_to_agent_id_map: dict[str, list[int]] | None = None,
+        verbose: bool = True,
+    ):
         super().__init__()
         self.automatic_optimization = False
         self.run_config = config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
@@ -128,7 +145,9 @@ class TagLightningModule(pl.LightningModule):
         tc = self.run_config.trainer
         self.game = _EnvGame(env)
         if self.game.num_envs != tc.num_envs:
-            raise ConfigError(f"trainer.num_envs is {tc.num_envs} but the env runs {self.game.num_envs} games")
+            raise ConfigError(
+                f"trainer.num_envs is {tc.num_envs} but the env runs {self.game.num_envs} games"
+            )
         tags = list(self.run_config.policy)
         agent_map = policy_tag_to_agent_id_map or self.game.default_agent_map(tags)
         _check_agent_map(agent_map, tags, self.game.num_agents)
@@ -136,13 +155,23 @@ class TagLightningModule(pl.LightningModule):
 
         pl.seed_everything(tc.seed, verbose=False)
         self.policies = torch.nn.ModuleDict({tag: self._make_policy(tag) for tag in tags})
-        self.groups = [PolicyGroup(tag, self.run_config.policy[tag], self.policies[tag], self.policies[tag], None,
-                                   _agent_index(tag, list(agent_map[tag]), self.game.num_agents, env.device),
-                                   len(agent_map[tag]))
-                       for tag in tags]
+        self.groups = [
+            PolicyGroup(
+                tag,
+                self.run_config.policy[tag],
+                self.policies[tag],
+                self.policies[tag],
+                None,
+                _agent_index(tag, list(agent_map[tag]), self.game.num_agents, env.device),
+                len(agent_map[tag]),
+            )
+            for tag in tags
+        ]
         self.timer = PhaseTimer(env.device)
         self.sampler = make_sampler(tc.action_sampler, tc.seed, env.device)
-        self.collector: Collector | None = Collector(self.game, self.groups, tc.num_steps, self.sampler, self.timer)
+        self.collector: Collector | None = Collector(
+            self.game, self.groups, tc.num_steps, self.sampler, self.timer
+        )
         self.window = MetricsWindow(tags, len(self.game.action_nvec))
 
         self.steps_per_iteration = tc.num_steps * tc.num_envs
@@ -171,9 +200,16 @@ class TagLightningModule(pl.LightningModule):
     def configure_optimizers(self):
         """One Adam per trained policy, in the config's policy order (frozen policies have none)."""
         fused = self.device.type in ("cpu", "cuda")
-        optimizers = [torch.optim.Adam(self.policies[g.tag].parameters(), lr=g.config.lr, eps=g.config.adam_eps,
-                                       fused=fused)
-                      for g in self.groups if g.config.to_train]
+        optimizers = [
+            torch.optim.Adam(
+                self.policies[g.tag].parameters(),
+                lr=g.config.lr,
+                eps=g.config.adam_eps,
+                fused=fused,
+            )
+            for g in self.groups
+            if g.config.to_train
+        ]
         return optimizers or None
 
     def train_dataloader(self) -> DataLoader:
@@ -183,21 +219,33 @@ class TagLightningModule(pl.LightningModule):
     def on_fit_start(self) -> None:
         trainer = self.trainer
         if trainer.world_size != 1:
-            raise RuntimeError(f"TagLightningModule trains on one device (got world size {trainer.world_size}); "
-                               "use the Fabric trainer (gpu_envs.trainers.fabric_loop) for several devices")
+            raise RuntimeError(
+                f"TagLightningModule trains on one device (got world size {trainer.world_size}); "
+                "use the Fabric trainer (gpu_envs.trainers.fabric_loop) for several devices"
+            )
         if trainer.precision not in ("32-true", "32"):
-            raise RuntimeError(f"TagLightningModule trains in 32-bit precision, got precision={trainer.precision!r}")
+            raise RuntimeError(
+                f"TagLightningModule trains in 32-bit precision, got precision={trainer.precision!r}"
+            )
         max_epochs = trainer.fit_loop.max_epochs
-        if isinstance(max_epochs, float):  # the notebook's num_episodes * episode_length / train_batch_size
+        if isinstance(
+            max_epochs, float
+        ):  # the notebook's num_episodes * episode_length / train_batch_size
             if not max_epochs.is_integer():
-                raise ValueError(f"max_epochs={max_epochs} is not a whole number of iterations; "
-                                 "use num_episodes * episode_length // train_batch_size")
+                raise ValueError(
+                    f"max_epochs={max_epochs} is not a whole number of iterations; "
+                    "use num_episodes * episode_length // train_batch_size"
+                )
             trainer.fit_loop.max_epochs = int(max_epochs)
         env_device = self.game.env.device
-        if self.device.type != env_device.type or (self.device.index or 0) != (env_device.index or 0):
-            raise RuntimeError(f"the Trainer put the policies on {self.device} but the env runs on {env_device}: "
-                               "build the env on the Trainer's device (accelerator='cpu' with device='cpu', "
-                               "accelerator='gpu' with device='cuda')")
+        if self.device.type != env_device.type or (self.device.index or 0) != (
+            env_device.index or 0
+        ):
+            raise RuntimeError(
+                f"the Trainer put the policies on {self.device} but the env runs on {env_device}: "
+                "build the env on the Trainer's device (accelerator='cpu' with device='cpu', "
+                "accelerator='gpu' with device='cuda')"
+            )
 
     def reset_envs(self) -> None:
         """Compile the env kernels, the sampler and (``trainer.compile``) the losses; reset every env
@@ -205,9 +253,14 @@ class TagLightningModule(pl.LightningModule):
         collector = self._live_collector()
         self.game.reset(self.run_config.trainer.seed)
         self.game.step(torch.zeros_like(collector.actions))
-        self.sampler(torch.zeros((2, sum(self.game.action_nvec)), device=self.game.env.device), self.game.action_nvec)
+        self.sampler(
+            torch.zeros((2, sum(self.game.action_nvec)), device=self.game.env.device),
+            self.game.action_nvec,
+        )
         if self.run_config.trainer.compile:
-            learner.compile_losses(_ManualOptimization(self), self.groups, collector.buffers, self.game.action_nvec)
+            learner.compile_losses(
+                _ManualOptimization(self), self.groups, collector.buffers, self.game.action_nvec
+            )
         collector.reset(self.run_config.trainer.seed)
 
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> None:
@@ -215,7 +268,9 @@ class TagLightningModule(pl.LightningModule):
         del batch, batch_idx
         collector = self._live_collector()
         if collector.obs is None:
-            raise RuntimeError("the envs were never reset: add EnvResetCallback() to the Trainer's callbacks")
+            raise RuntimeError(
+                "the envs were never reset: add EnvResetCallback() to the Trainer's callbacks"
+            )
         self.timer.reset()
         self.iteration += 1
         self._attach_optimizers()
@@ -232,22 +287,36 @@ class TagLightningModule(pl.LightningModule):
         for group in self.groups:
             episodes[group.tag] = collector.episode_stats(group)
             episodes[group.tag]["agentstep_count"] = buffers[group.tag].valid.sum().double()
-        self.window.add(self.iteration, self.env_step, stats,
-                        {g.tag: learner.action_std(buffers[g.tag]) for g in self.groups}, episodes)
-        (self.last_record,) = self.window.flush(world_size=1)  # the iteration's one device-to-host read
+        self.window.add(
+            self.iteration,
+            self.env_step,
+            stats,
+            {g.tag: learner.action_std(buffers[g.tag]) for g in self.groups},
+            episodes,
+        )
+        (self.last_record,) = self.window.flush(
+            world_size=1
+        )  # the iteration's one device-to-host read
         self._log_metrics(self.last_record)
 
     def log_due(self) -> bool:
         """Whether this iteration prints: every ``saving.metrics_log_freq`` iterations and the last one."""
         trainer = self.trainer
-        last_epoch = trainer.max_epochs is not None and trainer.current_epoch + 1 >= trainer.max_epochs
-        return (self.iteration % self.run_config.saving.metrics_log_freq == 0
-                or self.iteration == self.num_iterations or last_epoch)
+        last_epoch = (
+            trainer.max_epochs is not None and trainer.current_epoch + 1 >= trainer.max_epochs
+        )
+        return (
+            self.iteration % self.run_config.saving.metrics_log_freq == 0
+            or self.iteration == self.num_iterations
+            or last_epoch
+        )
 
     def _attach_optimizers(self) -> None:
         optimizers = self.optimizers() if any(g.config.to_train for g in self.groups) else []
         optimizers = list(optimizers) if isinstance(optimizers, list) else [optimizers]
-        for group, optimizer in zip([g for g in self.groups if g.config.to_train], optimizers, strict=True):
+        for group, optimizer in zip(
+            [g for g in self.groups if g.config.to_train], optimizers, strict=True
+        ):
             group.optimizer = optimizer
 
     def _log_metrics(self, record: IterationRecord) -> None:
@@ -258,20 +327,36 @@ class TagLightningModule(pl.LightningModule):
         blocks = []
         for group in self.groups:
             values = self._policy_values(group, [record])
-            self.log_dict({f"{group.tag}/{name}": value for name, value in values.items()},
-                          on_step=True, on_epoch=False, batch_size=1)
+            self.log_dict(
+                {f"{group.tag}/{name}": value for name, value in values.items()},
+                on_step=True,
+                on_epoch=False,
+                batch_size=1,
+            )
             if due:
-                blocks.append(console.format_block(f"Metrics for policy '{group.tag}'",
-                                                   self._policy_values(group, self._unprinted)))
+                blocks.append(
+                    console.format_block(
+                        f"Metrics for policy '{group.tag}'",
+                        self._policy_values(group, self._unprinted),
+                    )
+                )
         if due:
             self.print("\n".join(blocks))
             self._unprinted = []
 
-    def _policy_values(self, group: PolicyGroup, records: list[IterationRecord]) -> dict[str, float]:
+    def _policy_values(
+        self, group: PolicyGroup, records: list[IterationRecord]
+    ) -> dict[str, float]:
         """The notebook's per-policy values: the last record's learner statistics, the episodes of all."""
-        return console.policy_block(group.tag, group.config, records[-1].policies[group.tag],
-                                    episode_summary(records, group.tag), len(self.game.action_nvec),
-                                    group.num_agents, records[-1].env_step)
+        return console.policy_block(
+            group.tag,
+            group.config,
+            records[-1].policies[group.tag],
+            episode_summary(records, group.tag),
+            len(self.game.action_nvec),
+            group.num_agents,
+            records[-1].env_step,
+        )
 
     def _live_collector(self) -> Collector:
         if self.collector is None:
@@ -319,27 +404,55 @@ class PerfStatsCallback(pl.Callback):
         self._agent_steps = 0.0
         self._phase_ms = dict.fromkeys(PHASES, 0.0)
 
-    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: TagLightningModule, batch: Any,
-                             batch_idx: int) -> None:
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: TagLightningModule, batch: Any, batch_idx: int
+    ) -> None:
         if self._start is None:
             self._start = time.perf_counter()
 
-    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: TagLightningModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
+    def on_train_batch_end(
+        self,
+        trainer: pl.Trainer,
+        pl_module: TagLightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+    ) -> None:
         for name, ms in pl_module.timer.totals_ms().items():
             self._phase_ms[name] += ms
         self._iterations += 1
-        self._agent_steps += sum(p["agentstep_count"] for p in pl_module.last_record.policies.values())
-        due = pl_module.log_due() if self.log_freq is None else (
-            pl_module.iteration % self.log_freq == 0 or pl_module.iteration == pl_module.num_iterations)
+        self._agent_steps += sum(
+            p["agentstep_count"] for p in pl_module.last_record.policies.values()
+        )
+        due = (
+            pl_module.log_due()
+            if self.log_freq is None
+            else (
+                pl_module.iteration % self.log_freq == 0
+                or pl_module.iteration == pl_module.num_iterations
+            )
+        )
         if not due:
             return
         total_ms = 1000.0 * (time.perf_counter() - self._start)
-        speed = console.speed_block(pl_module.iteration, pl_module.num_iterations, self._iterations, self._phase_ms,
-                                    total_ms, pl_module.steps_per_iteration * self._iterations,
-                                    int(self._agent_steps))
-        pl_module.log_dict({f"perf/{name}": value for name, value in speed.items()
-                            if isinstance(value, float) and math.isfinite(value)},
-                           on_step=True, on_epoch=False, batch_size=1)
+        speed = console.speed_block(
+            pl_module.iteration,
+            pl_module.num_iterations,
+            self._iterations,
+            self._phase_ms,
+            total_ms,
+            pl_module.steps_per_iteration * self._iterations,
+            int(self._agent_steps),
+        )
+        pl_module.log_dict(
+            {
+                f"perf/{name}": value
+                for name, value in speed.items()
+                if isinstance(value, float) and math.isfinite(value)
+            },
+            on_step=True,
+            on_epoch=False,
+            batch_size=1,
+        )
         pl_module.print(console.format_block("Speed performance stats", speed))
         self._reset_window()

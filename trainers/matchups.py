@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 import torch
 
@@ -34,7 +34,12 @@ TAGGER_TARGET = 1.5
 RUNNER_TARGET = 2 / 3
 KINDS = ("random", "trained")
 #: (taggers, runners) of each matchup, in report order.
-MATCHUPS = (("random", "random"), ("trained", "random"), ("random", "trained"), ("trained", "trained"))
+MATCHUPS = (
+    ("random", "random"),
+    ("trained", "random"),
+    ("random", "trained"),
+    ("trained", "trained"),
+)
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,9 @@ class TagCheckpoint:
             return self.networks[team]
         if len(self.networks) == 1:
             return next(iter(self.networks.values()))
-        raise CheckpointError(f"checkpoint {self.path} holds policies {sorted(self.networks)}, none for the {team}s")
+        raise CheckpointError(
+            f"checkpoint {self.path} holds policies {sorted(self.networks)}, none for the {team}s"
+        )
 
 
 def load_tag_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> TagCheckpoint:
@@ -66,7 +73,9 @@ def load_tag_checkpoint(path: str | Path, device: str | torch.device = "cpu") ->
     except ConfigError as error:
         raise CheckpointError(f"checkpoint {path}: {error}") from None
     if game != "tag":
-        raise CheckpointError(f"checkpoint {path} is of a {game} run ({config['name']!r}), not of Tag")
+        raise CheckpointError(
+            f"checkpoint {path} is of a {game} run ({config['name']!r}), not of Tag"
+        )
     device = devices.resolve_device(device)
     networks = {tag: _network(path, state, tag).to(device) for tag in state["policies"]}
     return TagCheckpoint(path, dict(config["env"]), networks, device)
@@ -74,14 +83,22 @@ def load_tag_checkpoint(path: str | Path, device: str | torch.device = "cpu") ->
 
 def _network(path: Path, state: dict, tag: str) -> ActorCritic:
     saved = state["config"]["policy"][tag]["model"]
-    model = ModelConfig(fc_dims=list(saved["fc_dims"]), activation=saved["activation"], ortho_init=False)
+    model = ModelConfig(
+        fc_dims=list(saved["fc_dims"]), activation=saved["activation"], ortho_init=False
+    )
     spaces = state["spaces"]
-    heads = ContinuousActions(len(spaces["action_nvec"])) if spaces.get("continuous") else spaces["action_nvec"]
+    heads = (
+        ContinuousActions(len(spaces["action_nvec"]))
+        if spaces.get("continuous")
+        else spaces["action_nvec"]
+    )
     network = ActorCritic(spaces["obs_dim"], heads, model)
     try:
         network.load_state_dict(state["policies"][tag]["model"])
     except RuntimeError as error:
-        raise CheckpointError(f"checkpoint {path}: policy '{tag}' does not fit its config: {error}") from None
+        raise CheckpointError(
+            f"checkpoint {path}: policy '{tag}' does not fit its config: {error}"
+        ) from None
     return network.eval().requires_grad_(False)
 
 
@@ -96,8 +113,14 @@ class TeamPolicy:
         env_params: the TagEnv parameters the networks were trained on (for building envs).
     """
 
-    def __init__(self, networks: Mapping[str, ActorCritic | None], generator: torch.Generator, *,
-                 greedy: bool = False, env_params: Mapping | None = None):
+    def __init__(
+        self,
+        networks: Mapping[str, ActorCritic | None],
+        generator: torch.Generator,
+        *,
+        greedy: bool = False,
+        env_params: Mapping | None = None,
+    ):
         self.networks = {team: networks.get(team) for team in TEAMS}
         self.generator, self.greedy = generator, greedy
         self.env_params = dict(env_params or {})
@@ -110,49 +133,70 @@ class TeamPolicy:
         for team in TEAMS:
             team_obs = env.team_view(obs, team)
             network = self.networks[team]
-            team_actions = (self._random(team_obs.shape[:2], nvec, obs.device) if network is None
-                            else self._act(network, team_obs, nvec))
+            team_actions = (
+                self._random(team_obs.shape[:2], nvec, obs.device)
+                if network is None
+                else self._act(network, team_obs, nvec)
+            )
             env.team_view(actions, team).copy_(team_actions)
         return actions
 
     def _random(self, shape: torch.Size, nvec: Sequence[int], device: torch.device) -> torch.Tensor:
-        return torch.stack([torch.randint(n, shape, generator=self.generator, device=device) for n in nvec], -1)
+        return torch.stack(
+            [torch.randint(n, shape, generator=self.generator, device=device) for n in nvec], -1
+        )
 
     def _act(self, network: ActorCritic, obs: torch.Tensor, nvec: Sequence[int]) -> torch.Tensor:
         if obs.shape[-1] != network.obs_dim or tuple(nvec) != network.action_nvec:
-            raise ValueError(f"the policy takes observations of size {network.obs_dim} and actions "
-                             f"{list(network.action_nvec)}, the env has {obs.shape[-1]} and {list(nvec)}: "
-                             "play it on the env parameters it was trained with")
+            raise ValueError(
+                f"the policy takes observations of size {network.obs_dim} and actions "
+                f"{list(network.action_nvec)}, the env has {obs.shape[-1]} and {list(nvec)}: "
+                "play it on the env parameters it was trained with"
+            )
         logits, _ = network(obs.reshape(-1, obs.shape[-1]))
         if self.greedy:
             flat = greedy_actions(logits, nvec)
         else:
-            flat = torch.stack([torch.multinomial(torch.softmax(part, -1), 1, generator=self.generator).squeeze(-1)
-                                for part in logits.split(nvec, dim=-1)], -1)
+            flat = torch.stack(
+                [
+                    torch.multinomial(torch.softmax(part, -1), 1, generator=self.generator).squeeze(
+                        -1
+                    )
+                    for part in logits.split(nvec, dim=-1)
+                ],
+                -1,
+            )
         return flat.view(*obs.shape[:2], len(nvec))
 
 
-def load_policy(path: str | Path, *, device: str | torch.device = "cpu", greedy: bool = False,
-                seed: int = 0) -> TeamPolicy:
+def load_policy(
+    path: str | Path, *, device: str | torch.device = "cpu", greedy: bool = False, seed: int = 0
+) -> TeamPolicy:
     """``policy(obs, env) -> actions`` playing every Tag team with its trained policy of the
     checkpoint at ``path``; ``policy.env_params`` are the env parameters of its run."""
     checkpoint = load_tag_checkpoint(path, device)
     return team_policy(checkpoint, ("trained", "trained"), seed, greedy)
 
 
-def team_policy(checkpoint: TagCheckpoint, kinds: tuple[str, str], seed: int, greedy: bool = False) -> TeamPolicy:
+def team_policy(
+    checkpoint: TagCheckpoint, kinds: tuple[str, str], seed: int, greedy: bool = False
+) -> TeamPolicy:
     """The policy of a matchup: ``kinds`` ("trained" or "random") of the taggers and the runners."""
     for kind in kinds:
         if kind not in KINDS:
             raise ValueError(f"a team plays one of {KINDS}, got {kind!r}")
-    networks = {team: checkpoint.team_network(team) if kind == "trained" else None
-                for team, kind in zip(TEAMS, kinds)}
+    networks = {
+        team: checkpoint.team_network(team) if kind == "trained" else None
+        for team, kind in zip(TEAMS, kinds)
+    }
     generator = torch.Generator(device=checkpoint.device).manual_seed(seed)
     return TeamPolicy(networks, generator, greedy=greedy, env_params=checkpoint.env_params)
 
 
 @torch.no_grad()
-def count_tags(env: TagEnv, policy: Callable[[torch.Tensor, TagEnv], torch.Tensor], seed: int) -> torch.Tensor:
+def count_tags(
+    env: TagEnv, policy: Callable[[torch.Tensor, TagEnv], torch.Tensor], seed: int
+) -> torch.Tensor:
     """Runners tagged in each game's episode, [E] int64 on ``env.device``.
 
     Resets every game with ``seed`` and plays ``policy(obs, env)`` until every episode is over.
@@ -232,11 +276,30 @@ class MatchupReport:
     def to_dict(self) -> dict:
         """Plain data for JSON."""
         return {
-            "checkpoint": self.checkpoint, "episodes": self.episodes, "seed": self.seed, "greedy": self.greedy,
-            "matchups": [{"taggers": r.taggers, "runners": r.runners, "mean": r.mean, "stderr": r.stderr,
-                          "tags": r.tags} for r in self.results],
-            "tagger_ratio": {"value": self.tagger_ratio, "target": TAGGER_TARGET, "pass": self.tagger_pass},
-            "runner_ratio": {"value": self.runner_ratio, "target": RUNNER_TARGET, "pass": self.runner_pass},
+            "checkpoint": self.checkpoint,
+            "episodes": self.episodes,
+            "seed": self.seed,
+            "greedy": self.greedy,
+            "matchups": [
+                {
+                    "taggers": r.taggers,
+                    "runners": r.runners,
+                    "mean": r.mean,
+                    "stderr": r.stderr,
+                    "tags": r.tags,
+                }
+                for r in self.results
+            ],
+            "tagger_ratio": {
+                "value": self.tagger_ratio,
+                "target": TAGGER_TARGET,
+                "pass": self.tagger_pass,
+            },
+            "runner_ratio": {
+                "value": self.runner_ratio,
+                "target": RUNNER_TARGET,
+                "pass": self.runner_pass,
+            },
         }
 
 
@@ -244,18 +307,34 @@ def _ratio(value: float, base: float) -> float:
     return value / base if base else math.nan
 
 
-def evaluate_matchups(path: str | Path, *, episodes: int = 100, seed: int = 0, greedy: bool = False,
-                      device: str | torch.device = "cpu") -> MatchupReport:
+def evaluate_matchups(
+    path: str | Path,
+    *,
+    episodes: int = 100,
+    seed: int = 0,
+    greedy: bool = False,
+    device: str | torch.device = "cpu",
+) -> MatchupReport:
     """Play ``episodes`` episodes (one game each) of every matchup on the checkpoint's Tag env."""
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     checkpoint = load_tag_checkpoint(path, device)
-    env = TagEnv(episodes, checkpoint.device, autoreset_mode="disabled", validate_actions=False,
-                 **checkpoint.env_params)
+    env = TagEnv(
+        episodes,
+        checkpoint.device,
+        autoreset_mode="disabled",
+        validate_actions=False,
+        **checkpoint.env_params,
+    )
     try:
-        counts = [count_tags(env, team_policy(checkpoint, kinds, seed, greedy), seed) for kinds in MATCHUPS]
+        counts = [
+            count_tags(env, team_policy(checkpoint, kinds, seed, greedy), seed)
+            for kinds in MATCHUPS
+        ]
     finally:
         env.close()
-    results = tuple(MatchupResult(taggers, runners, tags.tolist())
-                    for (taggers, runners), tags in zip(MATCHUPS, counts))
+    results = tuple(
+        MatchupResult(taggers, runners, tags.tolist())
+        for (taggers, runners), tags in zip(MATCHUPS, counts)
+    )
     return MatchupReport(str(path), episodes, seed, greedy, results)

@@ -36,21 +36,37 @@ class MetricsWindow:
 
     def __init__(self, tags: list[str], heads: int):
         self.tags, self.heads = list(tags), heads
-        self.names = list(LEARNER_METRICS) + [f"action_{h}_std_{axis}" for h in range(heads) for axis in _ACTION_AXES]
+        self.names = list(LEARNER_METRICS) + [
+            f"action_{h}_std_{axis}" for h in range(heads) for axis in _ACTION_AXES
+        ]
         self.names += list(SUM_METRICS) + list(MAX_METRICS) + list(MIN_METRICS)
-        self._kinds = (["mean"] * (len(LEARNER_METRICS) + 3 * heads) + ["sum"] * len(SUM_METRICS)
-                       + ["max"] * len(MAX_METRICS) + ["min"] * len(MIN_METRICS))
+        self._kinds = (
+            ["mean"] * (len(LEARNER_METRICS) + 3 * heads)
+            + ["sum"] * len(SUM_METRICS)
+            + ["max"] * len(MAX_METRICS)
+            + ["min"] * len(MIN_METRICS)
+        )
         self._rows: list[torch.Tensor] = []
         self._meta: list[tuple[int, int]] = []
 
-    def add(self, iteration: int, env_step: int, learner: dict[str, dict], actions: dict[str, torch.Tensor],
-            episodes: dict[str, dict]) -> None:
+    def add(
+        self,
+        iteration: int,
+        env_step: int,
+        learner: dict[str, dict],
+        actions: dict[str, torch.Tensor],
+        episodes: dict[str, dict],
+    ) -> None:
         """Append one iteration (device tensors; nothing is read back here)."""
         parts = []
         for tag in self.tags:
             parts.append(torch.stack([learner[tag][k].double() for k in LEARNER_METRICS]))
             parts.append(actions[tag].double().reshape(-1))
-            parts.append(torch.stack([episodes[tag][k].double() for k in SUM_METRICS + MAX_METRICS + MIN_METRICS]))
+            parts.append(
+                torch.stack(
+                    [episodes[tag][k].double() for k in SUM_METRICS + MAX_METRICS + MIN_METRICS]
+                )
+            )
         self._rows.append(torch.cat(parts))
         self._meta.append((iteration, env_step))
 
@@ -68,7 +84,10 @@ class MetricsWindow:
         width = len(self.names)
         records = []
         for (iteration, env_step), row in zip(self._meta, rows):
-            policies = {tag: dict(zip(self.names, row[i * width:(i + 1) * width])) for i, tag in enumerate(self.tags)}
+            policies = {
+                tag: dict(zip(self.names, row[i * width : (i + 1) * width]))
+                for i, tag in enumerate(self.tags)
+            }
             records.append(IterationRecord(iteration, env_step, policies))
         self._rows, self._meta = [], []
         return records
@@ -76,7 +95,12 @@ class MetricsWindow:
 
 def _reduce_columns(table: torch.Tensor, kinds: list[str], world_size: int) -> torch.Tensor:
     out = table.clone()
-    ops = {"mean": dist.ReduceOp.SUM, "sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
+    ops = {
+        "mean": dist.ReduceOp.SUM,
+        "sum": dist.ReduceOp.SUM,
+        "max": dist.ReduceOp.MAX,
+        "min": dist.ReduceOp.MIN,
+    }
     for kind, op in ops.items():
         cols = torch.tensor([i for i, k in enumerate(kinds) if k == kind], device=table.device)
         part = table[:, cols].contiguous()
@@ -92,7 +116,10 @@ def _nanmean(values: list[float]) -> float:
 
 def learner_summary(records: list[IterationRecord], tag: str) -> dict[str, float]:
     """LightZero-style ``<metric>_avg`` over the window for policy ``tag``."""
-    return {f"{name}_avg": _nanmean([r.policies[tag][name] for r in records]) for name in LEARNER_METRICS}
+    return {
+        f"{name}_avg": _nanmean([r.policies[tag][name] for r in records])
+        for name in LEARNER_METRICS
+    }
 
 
 def episode_summary(records: list[IterationRecord], tag: str) -> dict[str, float]:
@@ -101,13 +128,15 @@ def episode_summary(records: list[IterationRecord], tag: str) -> dict[str, float
     count = sum(r["episode_count"] for r in rows)
     total = sum(r["return_sum"] for r in rows)
     mean = total / count if count else float("nan")
-    var = sum(r["return_sumsq"] for r in rows) / count - mean ** 2 if count else float("nan")
+    var = sum(r["return_sumsq"] for r in rows) / count - mean**2 if count else float("nan")
     return {
         "episode_count": count,
         "reward_mean": mean,
         "reward_std": math.sqrt(max(var, 0.0)) if count else float("nan"),
         "reward_max": max(r["return_max"] for r in rows) if count else float("nan"),
         "reward_min": min(r["return_min"] for r in rows) if count else float("nan"),
-        "avg_envstep_per_episode": sum(r["length_sum"] for r in rows) / count if count else float("nan"),
+        "avg_envstep_per_episode": sum(r["length_sum"] for r in rows) / count
+        if count
+        else float("nan"),
         "agentstep_count": sum(r["agentstep_count"] for r in rows),
     }

@@ -15,7 +15,7 @@ outside the module. Two action kinds:
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -34,7 +34,7 @@ class ContinuousActions(tuple):
     sizes buffers and metrics from ``action_nvec`` works unchanged.
     """
 
-    def __new__(cls, dims: int) -> "ContinuousActions":
+    def __new__(cls, dims: int) -> ContinuousActions:
         if dims < 1:
             raise ValueError(f"a continuous action space needs at least one dimension, got {dims}")
         return super().__new__(cls, (2,) * dims)
@@ -72,7 +72,9 @@ class ActorCritic(nn.Module):
     def __init__(self, obs_dim: int, action_nvec: Sequence[int], model: ModelConfig):
         super().__init__()
         self.obs_dim = int(obs_dim)
-        self.action_nvec = action_nvec if is_continuous(action_nvec) else tuple(int(n) for n in action_nvec)
+        self.action_nvec = (
+            action_nvec if is_continuous(action_nvec) else tuple(int(n) for n in action_nvec)
+        )
         ortho = model.ortho_init
         layers: list[nn.Module] = []
         width = self.obs_dim
@@ -102,7 +104,9 @@ def gaussian_parameters(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
     return mean, log_std
 
 
-def _gaussian_log_prob(mean: torch.Tensor, log_std: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+def _gaussian_log_prob(
+    mean: torch.Tensor, log_std: torch.Tensor, actions: torch.Tensor
+) -> torch.Tensor:
     z = (actions - mean) * torch.exp(-log_std)
     return (-0.5 * z * z - log_std - _LOG_SQRT_2PI).sum(-1)
 
@@ -117,7 +121,9 @@ def split_logits(logits: torch.Tensor, nvec: Sequence[int]) -> tuple[torch.Tenso
 
 
 def _joint_log_prob(parts: tuple[torch.Tensor, ...], actions: torch.Tensor) -> torch.Tensor:
-    per_head = [logp.gather(-1, actions[:, head:head + 1]).squeeze(-1) for head, logp in enumerate(parts)]
+    per_head = [
+        logp.gather(-1, actions[:, head : head + 1]).squeeze(-1) for head, logp in enumerate(parts)
+    ]
     return sum(per_head[1:], per_head[0])
 
 
@@ -128,8 +134,9 @@ def log_prob(logits: torch.Tensor, actions: torch.Tensor, nvec: Sequence[int]) -
     return _joint_log_prob(split_logits(logits, nvec), actions)
 
 
-def log_prob_entropy(logits: torch.Tensor, actions: torch.Tensor,
-                     nvec: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+def log_prob_entropy(
+    logits: torch.Tensor, actions: torch.Tensor, nvec: Sequence[int]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Joint log-probability [B] of ``actions`` [B, H] and the joint entropy [B] (sums over heads)."""
     if is_continuous(nvec):
         mean, log_std = gaussian_parameters(logits)

@@ -12,9 +12,15 @@ from __future__ import annotations
 import torch
 
 
-def compute_gae(rewards: torch.Tensor, values: torch.Tensor, next_value: torch.Tensor,
-                terminated: torch.Tensor, done: torch.Tensor, gamma: float,
-                gae_lambda: float) -> tuple[torch.Tensor, torch.Tensor]:
+def compute_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    next_value: torch.Tensor,
+    terminated: torch.Tensor,
+    done: torch.Tensor,
+    gamma: float,
+    gae_lambda: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Generalised advantage estimates and returns, [T, ...] each.
 
     ``terminated[t]``: the transition at ``t`` ended the episode by a rule: no bootstrap.
@@ -46,7 +52,9 @@ def masked_std(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (((x - mean) ** 2 * mask).sum() / (mask.sum() - 1.0).clamp(min=1.0)).sqrt()
 
 
-def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def explained_variance(
+    values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
     """1 - Var[returns - values] / Var[returns] over the masked entries (NaN when Var[returns] = 0)."""
     var_returns = masked_std(returns, mask) ** 2
     return 1.0 - masked_std(returns - values, mask) ** 2 / var_returns
@@ -65,8 +73,14 @@ def weighted_mean(x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     return torch.dot(x, weights)
 
 
-def policy_loss(new_log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantages: torch.Tensor,
-                weights: torch.Tensor, clip_param: float, clipped: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def policy_loss(
+    new_log_prob: torch.Tensor,
+    old_log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    weights: torch.Tensor,
+    clip_param: float,
+    clipped: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """PPO's clipped surrogate (``clipped``) or the plain policy gradient (A2C), weighted by ``weights``.
 
     Returns ``(loss, log_ratio)``; the log-ratio feeds ``ratio_statistics`` and ``max_ratio_deviation``.
@@ -74,19 +88,24 @@ def policy_loss(new_log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantag
     log_ratio = new_log_prob - old_log_prob
     if clipped:
         ratio = log_ratio.exp()
-        surrogate = torch.max(-advantages * ratio,
-                              -advantages * ratio.clamp(1.0 - clip_param, 1.0 + clip_param))
+        surrogate = torch.max(
+            -advantages * ratio, -advantages * ratio.clamp(1.0 - clip_param, 1.0 + clip_param)
+        )
     else:
         surrogate = -advantages * new_log_prob
     return weighted_mean(surrogate, weights), log_ratio
 
 
 @torch.no_grad()
-def ratio_statistics(log_ratio: torch.Tensor, weights: torch.Tensor, clip_param: float) -> dict[str, torch.Tensor]:
+def ratio_statistics(
+    log_ratio: torch.Tensor, weights: torch.Tensor, clip_param: float
+) -> dict[str, torch.Tensor]:
     """The approximate KL divergence ``E[(r - 1) - log r]`` and the fraction of ratios outside the clip range."""
     deviation = log_ratio.exp() - 1.0
-    return {"approx_kl": weighted_mean(deviation - log_ratio, weights),
-            "clip_fraction": weighted_mean((deviation.abs() > clip_param).to(weights.dtype), weights)}
+    return {
+        "approx_kl": weighted_mean(deviation - log_ratio, weights),
+        "clip_fraction": weighted_mean((deviation.abs() > clip_param).to(weights.dtype), weights),
+    }
 
 
 @torch.no_grad()
@@ -96,8 +115,14 @@ def max_ratio_deviation(log_ratio: torch.Tensor, weights: torch.Tensor) -> torch
     return torch.where(weights > 0, log_ratio.exp() - 1.0, 0.0).abs().max()
 
 
-def value_loss(new_value: torch.Tensor, old_value: torch.Tensor, returns: torch.Tensor,
-               weights: torch.Tensor, clip_param: float, clip_vloss: bool) -> torch.Tensor:
+def value_loss(
+    new_value: torch.Tensor,
+    old_value: torch.Tensor,
+    returns: torch.Tensor,
+    weights: torch.Tensor,
+    clip_param: float,
+    clip_vloss: bool,
+) -> torch.Tensor:
     """0.5 * squared error to the returns; with ``clip_vloss`` the max of the clipped and plain error."""
     error = (new_value - returns) ** 2
     if clip_vloss:

@@ -43,8 +43,13 @@ CARTPOLE = dict(
             model=dict(type="fully_connected", fc_dims=[64], model_ckpt_filepath=""),
         ),
     ),
-    saving=dict(metrics_log_freq=10, model_params_save_freq=100, basedir="experiments",
-                name="cartpole_ppo", tag="example"),
+    saving=dict(
+        metrics_log_freq=10,
+        model_params_save_freq=100,
+        basedir="experiments",
+        name="cartpole_ppo",
+        tag="example",
+    ),
     evaluation=dict(eval_freq=2, num_episodes=10, stop_value=475.0),
 )
 
@@ -57,25 +62,44 @@ def _merged(base: dict, changes: dict) -> dict:
     """A deep copy of ``base`` with the nested ``changes`` applied."""
     merged = copy.deepcopy(base)
     for key, value in changes.items():
-        merged[key] = _merged(merged[key], value) if isinstance(value, dict) and key in merged else value
+        merged[key] = (
+            _merged(merged[key], value) if isinstance(value, dict) and key in merged else value
+        )
     return merged
 
 
-PENDULUM = _merged(CARTPOLE, dict(
-    name="pendulum",
-    env=dict(max_episode_steps=200),
-    trainer=dict(num_envs=128, train_batch_size=128 * 16, num_episodes=1000, total_timesteps=600_000),
-    policy=dict(agent=dict(gamma=0.9, lr=0.001, gae_lambda=0.95, num_minibatches=4,
-                           model=dict(fc_dims=[64, 64]))),
-    saving=dict(name="pendulum_ppo"),
-    evaluation=dict(num_episodes=100, stop_value=-250.0),
-))
+PENDULUM = _merged(
+    CARTPOLE,
+    dict(
+        name="pendulum",
+        env=dict(max_episode_steps=200),
+        trainer=dict(
+            num_envs=128, train_batch_size=128 * 16, num_episodes=1000, total_timesteps=600_000
+        ),
+        policy=dict(
+            agent=dict(
+                gamma=0.9,
+                lr=0.001,
+                gae_lambda=0.95,
+                num_minibatches=4,
+                model=dict(fc_dims=[64, 64]),
+            )
+        ),
+        saving=dict(name="pendulum_ppo"),
+        evaluation=dict(num_episodes=100, stop_value=-250.0),
+    ),
+)
 
 
 def _seed_policy(lr: float) -> dict:
     """A policy block of the seed Tag config (the two teams differ in learning rate only)."""
-    return dict(to_train=True, algorithm="A2C", gamma=0.98, lr=lr,
-                model=dict(type="fully_connected", fc_dims=[256, 256], model_ckpt_filepath=""))
+    return dict(
+        to_train=True,
+        algorithm="A2C",
+        gamma=0.98,
+        lr=lr,
+        model=dict(type="fully_connected", fc_dims=[256, 256], model_ckpt_filepath=""),
+    )
 
 
 # The seed run config of the original framework's Tag notebook, verbatim, plus evaluation settings.
@@ -104,8 +128,13 @@ TAG = dict(
     ),
     trainer=dict(num_envs=50, train_batch_size=10000, num_episodes=500),
     policy=dict(runner=_seed_policy(lr=0.005), tagger=_seed_policy(lr=0.002)),
-    saving=dict(metrics_log_freq=10, model_params_save_freq=5000, basedir="/tmp",
-                name="continuous_tag", tag="example"),
+    saving=dict(
+        metrics_log_freq=10,
+        model_params_save_freq=5000,
+        basedir="/tmp",
+        name="continuous_tag",
+        tag="example",
+    ),
     evaluation=dict(eval_freq=50, num_episodes=10),
 )
 

@@ -7,8 +7,8 @@ stay in device tensors. Episode statistics are reduced once per rollout, after t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -28,7 +28,9 @@ class PolicyGroup:
     optimizer: object | None
     agents: slice | torch.Tensor  # index into the agent axis
     num_agents: int
-    loss_fn: Callable | None = None  # learner.minibatch_loss, or its torch.compile'd form; None: the former
+    loss_fn: Callable | None = (
+        None  # learner.minibatch_loss, or its torch.compile'd form; None: the former
+    )
     fused_step: Callable | None = None  # trainer.compile on one process: fused_step.FusedAdamStep
 
 
@@ -52,17 +54,30 @@ class RolloutBuffer:
     next_value: torch.Tensor
 
     @classmethod
-    def allocate(cls, steps: int, envs: int, agents: int, obs_dim: int, heads: int,
-                 device: torch.device, actions_dtype: torch.dtype = torch.int64) -> "RolloutBuffer":
+    def allocate(
+        cls,
+        steps: int,
+        envs: int,
+        agents: int,
+        obs_dim: int,
+        heads: int,
+        device: torch.device,
+        actions_dtype: torch.dtype = torch.int64,
+    ) -> RolloutBuffer:
         def zeros(*shape, dtype=torch.float32):
             return torch.zeros(shape, dtype=dtype, device=device)
 
-        return cls(obs=zeros(steps, envs, agents, obs_dim),
-                   actions=zeros(steps, envs, agents, heads, dtype=actions_dtype),
-                   log_probs=zeros(steps, envs, agents), values=zeros(steps, envs, agents),
-                   rewards=zeros(steps, envs, agents), valid=zeros(steps, envs, agents),
-                   terminated=zeros(steps, envs, agents), done=zeros(steps, envs, agents),
-                   next_value=zeros(envs, agents))
+        return cls(
+            obs=zeros(steps, envs, agents, obs_dim),
+            actions=zeros(steps, envs, agents, heads, dtype=actions_dtype),
+            log_probs=zeros(steps, envs, agents),
+            values=zeros(steps, envs, agents),
+            rewards=zeros(steps, envs, agents),
+            valid=zeros(steps, envs, agents),
+            terminated=zeros(steps, envs, agents),
+            done=zeros(steps, envs, agents),
+            next_value=zeros(envs, agents),
+        )
 
 
 class Collector:
@@ -78,8 +93,12 @@ class Collector:
         device = game.active.device
         envs, agents = game.num_envs, game.num_agents
         heads, dtype = len(game.action_nvec), action_dtype(game.action_nvec)
-        self.buffers = {g.tag: RolloutBuffer.allocate(num_steps, envs, g.num_agents, game.obs_dim, heads, device, dtype)
-                        for g in groups}
+        self.buffers = {
+            g.tag: RolloutBuffer.allocate(
+                num_steps, envs, g.num_agents, game.obs_dim, heads, device, dtype
+            )
+            for g in groups
+        }
         self.actions = torch.zeros((envs, agents, heads), dtype=dtype, device=device)
         self.env_reset = torch.zeros((num_steps, envs), dtype=torch.bool, device=device)
         self.env_done = torch.zeros((num_steps, envs), dtype=torch.bool, device=device)
@@ -88,7 +107,9 @@ class Collector:
         self.prev_done = torch.zeros(envs, dtype=torch.bool, device=device)
         self.episode_returns = torch.zeros((envs, agents), dtype=torch.float64, device=device)
         self.episode_lengths = torch.zeros(envs, dtype=torch.float64, device=device)
-        self.return_snapshots = torch.zeros((num_steps, envs, agents), dtype=torch.float64, device=device)
+        self.return_snapshots = torch.zeros(
+            (num_steps, envs, agents), dtype=torch.float64, device=device
+        )
         self.length_snapshots = torch.zeros((num_steps, envs), dtype=torch.float64, device=device)
 
     def reset(self, seed: int | None) -> None:
@@ -122,7 +143,9 @@ class Collector:
                 buf.actions[t] = action.view(*shape, -1)
                 self.actions[:, group.agents] = buf.actions[t]
             with timer.phase("env_step"):
-                self.obs, rewards, terminated, truncated, active_after = self.game.step(self.actions)
+                self.obs, rewards, terminated, truncated, active_after = self.game.step(
+                    self.actions
+                )
             left_game = active & ~active_after
             for group in self.groups:
                 buf = self.buffers[group.tag]
@@ -157,7 +180,7 @@ class Collector:
         return {
             "episode_count": done.sum(),
             "return_sum": (team * done).sum(),
-            "return_sumsq": (team ** 2 * done).sum(),
+            "return_sumsq": (team**2 * done).sum(),
             "return_max": torch.where(ended, team, -inf).max(),
             "return_min": torch.where(ended, team, inf).min(),
             "length_sum": (self.length_snapshots * done).sum(),

@@ -20,8 +20,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from gpu_envs.trainers import cli_args
 
-    parser = argparse.ArgumentParser(prog="gpu_envs.trainers.run", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="gpu_envs.trainers.run",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     cli_args.add_arguments(parser)
     args, extra = parser.parse_known_args(argv)
     return cli_args.run(args, extra)

@@ -12,7 +12,7 @@ of stream ``seed``, so its results depend on nothing else.
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import numba
 import numpy as np
@@ -37,7 +37,9 @@ class TorchSampler:
             mean, log_std = gaussian_parameters(logits)
             return torch.addcmul(mean, log_std.exp(), torch.randn_like(mean))
         parts = logits.split(tuple(nvec), dim=-1)
-        return torch.stack([Categorical(logits=p, validate_args=False).sample() for p in parts], dim=-1)
+        return torch.stack(
+            [Categorical(logits=p, validate_args=False).sample() for p in parts], dim=-1
+        )
 
     def state_dict(self) -> dict:
         return {}
@@ -96,13 +98,17 @@ class NumbaSampler:
 
     def __call__(self, logits: torch.Tensor, nvec: Sequence[int]) -> torch.Tensor:
         if logits.device.type != "cpu":
-            raise ValueError("the numba action sampler runs on the CPU only; use action_sampler='torch'")
+            raise ValueError(
+                "the numba action sampler runs on the CPU only; use action_sampler='torch'"
+            )
         params = logits.detach().contiguous().numpy()
         out = torch.empty((logits.shape[0], len(nvec)), dtype=action_dtype(nvec))
         if is_continuous(nvec):
             _normal_kernel(params, self.seed, np.uint64(self.counter), out.numpy())
         else:
-            _sample_kernel(params, self._offsets_of(nvec), self.seed, np.uint64(self.counter), out.numpy())
+            _sample_kernel(
+                params, self._offsets_of(nvec), self.seed, np.uint64(self.counter), out.numpy()
+            )
         self.counter += 1
         return out
 

@@ -69,13 +69,17 @@ class Agent(nn.Module):
     def __init__(self, obs_dim: int, num_actions: int):
         super().__init__()
         self.critic = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, 64)), nn.Tanh(),
-            layer_init(nn.Linear(64, 64)), nn.Tanh(),
+            layer_init(nn.Linear(obs_dim, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 64)),
+            nn.Tanh(),
             layer_init(nn.Linear(64, 1), std=1.0),
         )
         self.actor = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, 64)), nn.Tanh(),
-            layer_init(nn.Linear(64, 64)), nn.Tanh(),
+            layer_init(nn.Linear(obs_dim, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 64)),
+            nn.Tanh(),
             layer_init(nn.Linear(64, num_actions), std=0.01),
         )
 
@@ -101,9 +105,15 @@ def main(args: Args) -> dict:
 
     # Env set-up: tensors on `device`; sampled actions are always valid, so skip the check (on CUDA
     # it would cost a host synchronisation per step).
-    envs = gpu_envs.RecordEpisodeStatistics(gym.make_vec(
-        "gpu_envs/CartPole-v1", num_envs=args.num_envs, device=device,
-        autoreset_mode=AutoresetMode.SAME_STEP, validate_actions=False))
+    envs = gpu_envs.RecordEpisodeStatistics(
+        gym.make_vec(
+            "gpu_envs/CartPole-v1",
+            num_envs=args.num_envs,
+            device=device,
+            autoreset_mode=AutoresetMode.SAME_STEP,
+            validate_actions=False,
+        )
+    )
     obs_dim = envs.single_observation_space.shape[0]
     agent = Agent(obs_dim, envs.single_action_space.n).to(device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
@@ -165,7 +175,9 @@ def main(args: Args) -> dict:
                     nextnonterminal = 1.0 - dones[t + 1]
                     nextvalues = values[t + 1]
                 delta = rewards[t] + args.gamma * nextvalues * nextnonterminal - values[t]
-                advantages[t] = lastgaelam = delta + args.gamma * args.gae_lambda * nextnonterminal * lastgaelam
+                advantages[t] = lastgaelam = (
+                    delta + args.gamma * args.gae_lambda * nextnonterminal * lastgaelam
+                )
             returns = advantages + values
 
         # ---- flatten the batch
@@ -177,22 +189,28 @@ def main(args: Args) -> dict:
         b_values = values.reshape(-1)
 
         # ---- optimise the policy and the value network
-        for epoch in range(args.update_epochs):
+        for _epoch in range(args.update_epochs):
             b_inds = torch.randperm(batch_size, device=device)
             for start in range(0, batch_size, minibatch_size):
-                mb_inds = b_inds[start:start + minibatch_size]
+                mb_inds = b_inds[start : start + minibatch_size]
 
-                _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions[mb_inds])
+                _, newlogprob, entropy, newvalue = agent.get_action_and_value(
+                    b_obs[mb_inds], b_actions[mb_inds]
+                )
                 logratio = newlogprob - b_logprobs[mb_inds]
                 ratio = logratio.exp()
 
                 mb_advantages = b_advantages[mb_inds]
                 if args.norm_adv:
-                    mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+                    mb_advantages = (mb_advantages - mb_advantages.mean()) / (
+                        mb_advantages.std() + 1e-8
+                    )
 
                 # Policy loss
                 pg_loss1 = -mb_advantages * ratio
-                pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                pg_loss2 = -mb_advantages * torch.clamp(
+                    ratio, 1 - args.clip_coef, 1 + args.clip_coef
+                )
                 pg_loss = torch.max(pg_loss1, pg_loss2).mean()
 
                 # Value loss
@@ -200,7 +218,8 @@ def main(args: Args) -> dict:
                 if args.clip_vloss:
                     v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
                     v_clipped = b_values[mb_inds] + torch.clamp(
-                        newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef)
+                        newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
+                    )
                     v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
                     v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
                 else:
@@ -218,9 +237,17 @@ def main(args: Args) -> dict:
         num_episodes = int(episodes)
         mean_return = float(returns_sum) / num_episodes if num_episodes else float("nan")
         sps = int(global_step / (time.time() - start_time))
-        print(f"iteration {iteration}/{num_iterations} global_step={global_step} episodes={num_episodes} "
-              f"mean_return={mean_return:.1f} value_loss={v_loss.item():.3f} SPS={sps}", flush=True)
-        summary = {"global_step": global_step, "episodes": num_episodes, "mean_return": mean_return, "sps": sps}
+        print(
+            f"iteration {iteration}/{num_iterations} global_step={global_step} episodes={num_episodes} "
+            f"mean_return={mean_return:.1f} value_loss={v_loss.item():.3f} SPS={sps}",
+            flush=True,
+        )
+        summary = {
+            "global_step": global_step,
+            "episodes": num_episodes,
+            "mean_return": mean_return,
+            "sps": sps,
+        }
 
     envs.close()
     return summary

@@ -34,8 +34,8 @@ import statistics
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -67,8 +67,12 @@ class Game:
     random_actions: Callable[[np.random.Generator, int, int], np.ndarray]
 
 
-CARTPOLE = Game("cartpole", "CartPoleVectorEnv", "CartPole-v1",
-                lambda rng, pool, n: rng.integers(0, 2, size=(pool, n), dtype=np.int64))
+CARTPOLE = Game(
+    "cartpole",
+    "CartPoleVectorEnv",
+    "CartPole-v1",
+    lambda rng, pool, n: rng.integers(0, 2, size=(pool, n), dtype=np.int64),
+)
 
 
 @dataclass
@@ -102,15 +106,23 @@ RATIO_REFERENCES: dict[str, tuple[str, ...]] = {
 }
 
 
-def _make_env(game: Game, num_envs: int, device: str, dtype: str | None, validate_actions: bool = True):
+def _make_env(
+    game: Game, num_envs: int, device: str, dtype: str | None, validate_actions: bool = True
+):
     import gpu_envs
 
-    return getattr(gpu_envs, game.env_class)(num_envs, device=device, dtype=dtype,
-                                             validate_actions=validate_actions)
+    return getattr(gpu_envs, game.env_class)(
+        num_envs, device=device, dtype=dtype, validate_actions=validate_actions
+    )
 
 
-def gpu_envs_runner(device: str, dtype: str | None, validate_actions: bool = True,
-                    pool_size: int = ACTION_POOL, game: Game = CARTPOLE) -> Callable[[int, int], Runner]:
+def gpu_envs_runner(
+    device: str,
+    dtype: str | None,
+    validate_actions: bool = True,
+    pool_size: int = ACTION_POOL,
+    game: Game = CARTPOLE,
+) -> Callable[[int, int], Runner]:
     """A builder of :class:`Runner` for our vector env of ``game`` (actions: torch tensors on the device)."""
 
     def build(num_envs: int, seed: int) -> Runner:
@@ -118,18 +130,29 @@ def gpu_envs_runner(device: str, dtype: str | None, validate_actions: bool = Tru
 
         env = _make_env(game, num_envs, device, dtype, validate_actions)
         env.reset(seed=seed)
-        pool = torch.as_tensor(game.random_actions(np.random.default_rng(seed), pool_size, num_envs),
-                               device=env.device)
+        pool = torch.as_tensor(
+            game.random_actions(np.random.default_rng(seed), pool_size, num_envs), device=env.device
+        )
         next_actions = timing.cycle_pool(pool)
         sync = torch.cuda.synchronize if env.device.type == "cuda" else None
-        return Runner(lambda: env.step(next_actions()), num_envs, sync, env.close,
-                      {"dtype": str(env.dtype).replace("torch.", ""), "device": str(env.device),
-                       "validate_actions": validate_actions})
+        return Runner(
+            lambda: env.step(next_actions()),
+            num_envs,
+            sync,
+            env.close,
+            {
+                "dtype": str(env.dtype).replace("torch.", ""),
+                "device": str(env.device),
+                "validate_actions": validate_actions,
+            },
+        )
 
     return build
 
 
-def bare_kernel_runner(threads: int, dtype: str | None, game: Game = CARTPOLE) -> Callable[[int, int], Runner]:
+def bare_kernel_runner(
+    threads: int, dtype: str | None, game: Game = CARTPOLE
+) -> Callable[[int, int], Runner]:
     """A builder of :class:`Runner` that calls our CPU driver directly with ``threads`` numba threads.
 
     The env is built and reset as usual; each call then runs ``env._driver.step`` on the env's
@@ -144,7 +167,9 @@ def bare_kernel_runner(threads: int, dtype: str | None, game: Game = CARTPOLE) -
         env.reset(seed=seed)
         pool = game.random_actions(np.random.default_rng(seed), ACTION_POOL, num_envs)
         slot, driver = env._actions_index, env._driver
-        prepared = [(*env.kernel_args[:slot], actions, *env.kernel_args[slot + 1:]) for actions in pool]
+        prepared = [
+            (*env.kernel_args[:slot], actions, *env.kernel_args[slot + 1 :]) for actions in pool
+        ]
         next_args = timing.cycle_pool(prepared)
         default = numba.get_num_threads()
 
@@ -153,8 +178,17 @@ def bare_kernel_runner(threads: int, dtype: str | None, game: Game = CARTPOLE) -
             driver.step(num_envs, next_args())
             numba.set_num_threads(default)
 
-        return Runner(call, num_envs, None, env.close,
-                      {"dtype": str(env.dtype).replace("torch.", ""), "device": "cpu", "numba_threads": threads})
+        return Runner(
+            call,
+            num_envs,
+            None,
+            env.close,
+            {
+                "dtype": str(env.dtype).replace("torch.", ""),
+                "device": "cpu",
+                "numba_threads": threads,
+            },
+        )
 
     return build
 
@@ -165,15 +199,28 @@ def _gymnasium(mode: str, game: Game = CARTPOLE) -> Callable[[int, int], Runner]
 
         env = gym.make_vec(game.gym_id, num_envs=num_envs, vectorization_mode=mode)
         env.reset(seed=seed)
-        next_actions = timing.cycle_pool(game.random_actions(np.random.default_rng(seed), ACTION_POOL, num_envs))
-        return Runner(lambda: env.step(next_actions()), num_envs, None, env.close,
-                      {"vector_class": type(env.unwrapped).__name__})
+        next_actions = timing.cycle_pool(
+            game.random_actions(np.random.default_rng(seed), ACTION_POOL, num_envs)
+        )
+        return Runner(
+            lambda: env.step(next_actions()),
+            num_envs,
+            None,
+            env.close,
+            {"vector_class": type(env.unwrapped).__name__},
+        )
 
     return build
 
 
-def implementations(devices: list[str], dtype: str | None, sync_max_envs: int, game: Game = CARTPOLE,
-                    notes: list[str] | None = None, bare_kernel: bool = False) -> list[Impl]:
+def implementations(
+    devices: list[str],
+    dtype: str | None,
+    sync_max_envs: int,
+    game: Game = CARTPOLE,
+    notes: list[str] | None = None,
+    bare_kernel: bool = False,
+) -> list[Impl]:
     """The rows to measure: ours on each device (default and validate_actions=False), with
     ``bare_kernel`` the bare CPU kernel (1 and NUMBA_NUM_THREADS threads), then gymnasium's own
     vector env (when the game has one, else a note) and its SyncVectorEnv."""
@@ -182,65 +229,144 @@ def implementations(devices: list[str], dtype: str | None, sync_max_envs: int, g
 
     rows = []
     for device in devices:
-        rows.append(Impl(f"gpu_envs_{device}", f"gpu_envs {device}", gpu_envs_runner(device, dtype, True, game=game)))
-        rows.append(Impl(f"gpu_envs_{device}_novalidate", f"gpu_envs {device}, validate_actions=False",
-                         gpu_envs_runner(device, dtype, False, game=game)))
+        rows.append(
+            Impl(
+                f"gpu_envs_{device}",
+                f"gpu_envs {device}",
+                gpu_envs_runner(device, dtype, True, game=game),
+            )
+        )
+        rows.append(
+            Impl(
+                f"gpu_envs_{device}_novalidate",
+                f"gpu_envs {device}, validate_actions=False",
+                gpu_envs_runner(device, dtype, False, game=game),
+            )
+        )
     if bare_kernel and "cpu" in devices:
         for threads in sorted({1, numba.config.NUMBA_NUM_THREADS}):
-            rows.append(Impl(f"bare_cpu_{threads}t", f"bare CPU kernel, {threads} thread{'s' * (threads > 1)}",
-                             bare_kernel_runner(threads, dtype, game)))
+            rows.append(
+                Impl(
+                    f"bare_cpu_{threads}t",
+                    f"bare CPU kernel, {threads} thread{'s' * (threads > 1)}",
+                    bare_kernel_runner(threads, dtype, game),
+                )
+            )
     vector_class = gym.spec(game.gym_id).vector_entry_point
     if vector_class:
-        rows.append(Impl("gym_vector", f"gymnasium {str(vector_class).rsplit(':', 1)[-1]} (numpy)",
-                         _gymnasium("vector_entry_point", game)))
+        rows.append(
+            Impl(
+                "gym_vector",
+                f"gymnasium {str(vector_class).rsplit(':', 1)[-1]} (numpy)",
+                _gymnasium("vector_entry_point", game),
+            )
+        )
     elif notes is not None:
-        notes.append(f"gymnasium has no vector implementation of {game.gym_id} (no vector_entry_point): "
-                     "its SyncVectorEnv is the reference")
-    rows.append(Impl("gym_sync", "gymnasium SyncVectorEnv", _gymnasium("sync", game),
-                     max_envs=sync_max_envs or None,
-                     skip_reason=f"Python loop over envs: skipped above {sync_max_envs} envs "
-                                 "(--sync-max-envs)"))
+        notes.append(
+            f"gymnasium has no vector implementation of {game.gym_id} (no vector_entry_point): "
+            "its SyncVectorEnv is the reference"
+        )
+    rows.append(
+        Impl(
+            "gym_sync",
+            "gymnasium SyncVectorEnv",
+            _gymnasium("sync", game),
+            max_envs=sync_max_envs or None,
+            skip_reason=f"Python loop over envs: skipped above {sync_max_envs} envs "
+            "(--sync-max-envs)",
+        )
+    )
     return rows
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``gpu-envs bench cartpole`` (and of the games reusing this module)."""
-    parser.add_argument("--num-envs", default=DEFAULT_NUM_ENVS,
-                        help="comma-separated batch sizes (default %(default)s)")
-    parser.add_argument("--devices", default="cpu,cuda",
-                        help="devices for gpu_envs, comma-separated; cuda is skipped with a note when "
-                             "no GPU is usable (default cpu,cuda)")
-    parser.add_argument("--dtype", choices=("float32", "float64"), default=None,
-                        help="state dtype of gpu_envs (default: float64 on cpu, float32 on cuda)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed repeats behind each median (3)")
-    parser.add_argument("--target-seconds", type=float, default=1.0, help="length of one repeat (1.0)")
+    parser.add_argument(
+        "--num-envs",
+        default=DEFAULT_NUM_ENVS,
+        help="comma-separated batch sizes (default %(default)s)",
+    )
+    parser.add_argument(
+        "--devices",
+        default="cpu,cuda",
+        help="devices for gpu_envs, comma-separated; cuda is skipped with a note when "
+        "no GPU is usable (default cpu,cuda)",
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=("float32", "float64"),
+        default=None,
+        help="state dtype of gpu_envs (default: float64 on cpu, float32 on cuda)",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="timed repeats behind each median (3)"
+    )
+    parser.add_argument(
+        "--target-seconds", type=float, default=1.0, help="length of one repeat (1.0)"
+    )
     parser.add_argument("--warmup-seconds", type=float, default=0.5, help="minimum warm-up (0.5)")
-    parser.add_argument("--wait-quiet", type=float, default=10.0,
-                        help="seconds to wait before a repeat for other processes to go quiet (10)")
-    parser.add_argument("--extra-attempts", type=int, default=3,
-                        help="retries for repeats disturbed by other processes (3)")
-    parser.add_argument("--sync-max-envs", type=int, default=4096,
-                        help="largest size for gymnasium's SyncVectorEnv, 0 = no limit (%(default)s)")
-    parser.add_argument("--bare-kernel", action="store_true",
-                        help="also time our CPU driver alone on prepared arguments, with 1 and "
-                             "NUMBA_NUM_THREADS numba threads")
-    parser.add_argument("--skip-first-step", action="store_true",
-                        help="do not measure the first step of a fresh process")
-    parser.add_argument("--quick", action="store_true",
-                        help="smoke run: 2 repeats of 0.05 s, 0.05 s warm-up, no waiting for quiet")
+    parser.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=10.0,
+        help="seconds to wait before a repeat for other processes to go quiet (10)",
+    )
+    parser.add_argument(
+        "--extra-attempts",
+        type=int,
+        default=3,
+        help="retries for repeats disturbed by other processes (3)",
+    )
+    parser.add_argument(
+        "--sync-max-envs",
+        type=int,
+        default=4096,
+        help="largest size for gymnasium's SyncVectorEnv, 0 = no limit (%(default)s)",
+    )
+    parser.add_argument(
+        "--bare-kernel",
+        action="store_true",
+        help="also time our CPU driver alone on prepared arguments, with 1 and "
+        "NUMBA_NUM_THREADS numba threads",
+    )
+    parser.add_argument(
+        "--skip-first-step",
+        action="store_true",
+        help="do not measure the first step of a fresh process",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: 2 repeats of 0.05 s, 0.05 s warm-up, no waiting for quiet",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of envs and action pools (0)")
-    parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
-                        help="write every record as JSON to PATH ('-' or no value: stdout; the table "
-                             "then goes to stderr)")
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        default=None,
+        metavar="PATH",
+        help="write every record as JSON to PATH ('-' or no value: stdout; the table "
+        "then goes to stderr)",
+    )
 
 
 def _timing_options(args) -> dict:
     if args.quick:
-        return dict(repeats=2, target_seconds=0.05, warmup_seconds=0.05, wait_quiet_seconds=0.0,
-                    extra_attempts=0)
-    return dict(repeats=args.repeats, target_seconds=args.target_seconds,
-                warmup_seconds=args.warmup_seconds, wait_quiet_seconds=args.wait_quiet,
-                extra_attempts=args.extra_attempts)
+        return dict(
+            repeats=2,
+            target_seconds=0.05,
+            warmup_seconds=0.05,
+            wait_quiet_seconds=0.0,
+            extra_attempts=0,
+        )
+    return dict(
+        repeats=args.repeats,
+        target_seconds=args.target_seconds,
+        warmup_seconds=args.warmup_seconds,
+        wait_quiet_seconds=args.wait_quiet,
+        extra_attempts=args.extra_attempts,
+    )
 
 
 def _parse_sizes(text: str) -> list[int]:
@@ -273,14 +399,22 @@ def machine_info() -> dict:
     import numba
     import torch
 
-    info = {"python": platform.python_version(), "platform": platform.platform(),
-            "cpu_count": os.cpu_count(), "numpy": np.__version__, "torch": torch.__version__,
-            "numba": numba.__version__, "gymnasium": gymnasium.__version__,
-            "torch_threads": torch.get_num_threads(), "numba_threads": numba.get_num_threads()}
+    info = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "numpy": np.__version__,
+        "torch": torch.__version__,
+        "numba": numba.__version__,
+        "gymnasium": gymnasium.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "numba_threads": numba.get_num_threads(),
+    }
     try:
         with open("/proc/cpuinfo") as cpuinfo:
-            info["cpu_model"] = next(line.split(":", 1)[1].strip() for line in cpuinfo
-                                     if line.startswith("model name"))
+            info["cpu_model"] = next(
+                line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")
+            )
     except (OSError, StopIteration):
         pass
     if hasattr(os, "getloadavg"):
@@ -288,8 +422,9 @@ def machine_info() -> dict:
     return info
 
 
-def measure_throughput(impls: list[Impl], sizes: list[int], seed: int, options: dict,
-                       log: Callable[[str], None]) -> list[dict]:
+def measure_throughput(
+    impls: list[Impl], sizes: list[int], seed: int, options: dict, log: Callable[[str], None]
+) -> list[dict]:
     """One record per (implementation, size), sizes in the outer loop.
 
     At each size every implementation is built, then measured in the same rounds
@@ -302,20 +437,28 @@ def measure_throughput(impls: list[Impl], sizes: list[int], seed: int, options: 
         try:
             for impl in active:
                 runners[impl.key] = impl.build(num_envs, seed)
-            results = timing.measure_rounds({key: (r.call, r.num_envs, r.sync) for key, r in runners.items()},
-                                            **options)
+            results = timing.measure_rounds(
+                {key: (r.call, r.num_envs, r.sync) for key, r in runners.items()}, **options
+            )
         finally:
             for runner in runners.values():
                 runner.close()
         for impl in impls:
-            record = {"kind": "throughput", "impl": impl.key, "label": impl.label, "num_envs": num_envs}
+            record = {
+                "kind": "throughput",
+                "impl": impl.key,
+                "label": impl.label,
+                "num_envs": num_envs,
+            }
             if impl not in active:
                 records.append({**record, "kind": "skipped", "reason": impl.skip_reason})
                 continue
             result = results[impl.key]
             records.append({**record, **runners[impl.key].meta, **result.to_dict()})
-            log(f"{impl.label:45s} N={num_envs:<7d} {timing.format_rate(result.env_steps_per_s):>7s} "
-                f"env-steps/s{' (noisy)' if result.noisy else ''}")
+            log(
+                f"{impl.label:45s} N={num_envs:<7d} {timing.format_rate(result.env_steps_per_s):>7s} "
+                f"env-steps/s{' (noisy)' if result.noisy else ''}"
+            )
     return records
 
 
@@ -345,9 +488,13 @@ _FIRST_STEP_SCRIPT = textwrap.dedent("""
 """)
 
 
-def measure_first_step(device: str, runs: int = 2, env_class: str = CARTPOLE.env_class,
-                       env_kwargs: dict | None = None,
-                       sizes: Sequence[int] = FIRST_STEP_NUM_ENVS) -> list[dict]:
+def measure_first_step(
+    device: str,
+    runs: int = 2,
+    env_class: str = CARTPOLE.env_class,
+    env_kwargs: dict | None = None,
+    sizes: Sequence[int] = FIRST_STEP_NUM_ENVS,
+) -> list[dict]:
     """First step of a fresh process, ``runs`` times in a row (the first may fill the compile cache).
 
     The process builds ``gpu_envs.<env_class>(num_envs, device=device, **env_kwargs)`` at each size,
@@ -355,15 +502,36 @@ def measure_first_step(device: str, runs: int = 2, env_class: str = CARTPOLE.env
     """
     records = []
     for run in range(1, runs + 1):
-        done = subprocess.run([sys.executable, "-c", _FIRST_STEP_SCRIPT, device, json.dumps(list(sizes)),
-                               env_class, json.dumps(env_kwargs or {})],
-                              capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                _FIRST_STEP_SCRIPT,
+                device,
+                json.dumps(list(sizes)),
+                env_class,
+                json.dumps(env_kwargs or {}),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if done.returncode != 0:
-            raise RuntimeError(f"first-step subprocess failed ({done.returncode}):\n{done.stderr[-2000:]}")
+            raise RuntimeError(
+                f"first-step subprocess failed ({done.returncode}):\n{done.stderr[-2000:]}"
+            )
         result = json.loads(done.stdout.strip().splitlines()[-1])
         for step in result["steps"]:
-            records.append({"kind": "first_step", "env_class": env_class, "device": device, "run": run,
-                            "import_s": result["import_s"], **step})
+            records.append(
+                {
+                    "kind": "first_step",
+                    "env_class": env_class,
+                    "device": device,
+                    "run": run,
+                    "import_s": result["import_s"],
+                    **step,
+                }
+            )
     return records
 
 
@@ -400,8 +568,11 @@ def format_table(records: list[dict], sizes: list[int], notes: list[str]) -> str
     rows = []
     for key, cells in by_key.items():
         firsts = [r["first_call_s"] for r in cells.values() if r["kind"] == "throughput"]
-        rows.append([labels[key]] + [_cell(cells[n]) if n in cells else "" for n in sizes]
-                    + [f"{max(firsts):.2f}" if firsts else ""])
+        rows.append(
+            [labels[key]]
+            + [_cell(cells[n]) if n in cells else "" for n in sizes]
+            + [f"{max(firsts):.2f}" if firsts else ""]
+        )
     for name, reference_keys in RATIO_REFERENCES.items():
         for key, cells in by_key.items():
             if not key.startswith("gpu_envs"):
@@ -410,14 +581,20 @@ def format_table(records: list[dict], sizes: list[int], notes: list[str]) -> str
             for n in sizes:
                 ours = cells.get(n)
                 theirs = [by_key.get(ref, {}).get(n) for ref in reference_keys]
-                ok = ours and ours["kind"] == "throughput" and all(t and t["kind"] == "throughput" for t in theirs)
+                ok = (
+                    ours
+                    and ours["kind"] == "throughput"
+                    and all(t and t["kind"] == "throughput" for t in theirs)
+                )
                 ratios.append(f"{_ratio(ours, _fastest_per_round(theirs)):.2f}x" if ok else "")
             if any(ratios):
                 rows.append([f"ratio {labels[key]} / {name}"] + ratios + [""])
     lines = [timing.markdown_table(header, rows)]
     if any(NOISY_MARK in cell for row in rows for cell in row):
-        lines.append(f"\n{NOISY_MARK} other processes used >= {timing.NOISY_THRESHOLD:.0%} of the CPUs "
-                     "during a repeat behind this median (shared machine): treat it as a lower bound.")
+        lines.append(
+            f"\n{NOISY_MARK} other processes used >= {timing.NOISY_THRESHOLD:.0%} of the CPUs "
+            "during a repeat behind this median (shared machine): treat it as a lower bound."
+        )
     skipped = {r["reason"] for r in records if r["kind"] == "skipped"}
     lines += [f"\nskipped: {reason}" for reason in sorted(skipped)]
     lines += [f"\nnote: {note}" for note in notes]
@@ -429,13 +606,33 @@ def format_table(records: list[dict], sizes: list[int], notes: list[str]) -> str
 
 def format_first_steps(records: list[dict]) -> str:
     """Table of the fresh-process first-step measurements."""
-    header = ["fresh process", "env", "device", "N", "import gpu_envs (s)", "make + reset (s)", "first step (s)"]
+    header = [
+        "fresh process",
+        "env",
+        "device",
+        "N",
+        "import gpu_envs (s)",
+        "make + reset (s)",
+        "first step (s)",
+    ]
     rows = []
     for r in records:
-        verdict = "" if r["first_step_s"] < FIRST_STEP_TARGET_S else f" (over the {FIRST_STEP_TARGET_S:g} s target)"
-        rows.append([f"run {r['run']}" + (" (may fill the cache)" if r["run"] == 1 else " (warm cache)"),
-                     r.get("env_class", CARTPOLE.env_class), r["device"], str(r["num_envs"]), f"{r['import_s']:.2f}",
-                     f"{r['make_and_reset_s']:.3f}", f"{r['first_step_s']:.3f}{verdict}"])
+        verdict = (
+            ""
+            if r["first_step_s"] < FIRST_STEP_TARGET_S
+            else f" (over the {FIRST_STEP_TARGET_S:g} s target)"
+        )
+        rows.append(
+            [
+                f"run {r['run']}" + (" (may fill the cache)" if r["run"] == 1 else " (warm cache)"),
+                r.get("env_class", CARTPOLE.env_class),
+                r["device"],
+                str(r["num_envs"]),
+                f"{r['import_s']:.2f}",
+                f"{r['make_and_reset_s']:.3f}",
+                f"{r['first_step_s']:.3f}{verdict}",
+            ]
+        )
     return timing.markdown_table(header, rows)
 
 
@@ -460,9 +657,15 @@ def run(args, game: Game = CARTPOLE) -> int:
     table = format_table(records, sizes, notes)
     print(table, file=out, flush=True)
     if args.json is not None:
-        document = {"benchmark": game.name, "date": started.isoformat(timespec="seconds"),
-                    "command": sys.argv, "settings": {k: v for k, v in vars(args).items() if k != "func"},
-                    "machine": info, "notes": notes, "records": records}
+        document = {
+            "benchmark": game.name,
+            "date": started.isoformat(timespec="seconds"),
+            "command": sys.argv,
+            "settings": {k: v for k, v in vars(args).items() if k != "func"},
+            "machine": info,
+            "notes": notes,
+            "records": records,
+        }
         text = json.dumps(document, indent=1, default=str)
         if to_stdout:
             print(text, flush=True)

@@ -17,8 +17,11 @@ from gpu_envs.benchmarks import cartpole
 DEFAULT_NUM_ENVS = "1,256,4096"
 
 PENDULUM = cartpole.Game(
-    "pendulum", "PendulumVectorEnv", "Pendulum-v1",
-    lambda rng, pool, n: rng.uniform(-2.0, 2.0, size=(pool, n, 1)).astype(np.float32))
+    "pendulum",
+    "PendulumVectorEnv",
+    "Pendulum-v1",
+    lambda rng, pool, n: rng.uniform(-2.0, 2.0, size=(pool, n, 1)).astype(np.float32),
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -46,15 +46,22 @@ class Series:
 
 
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
 
 
 def records_of(document: Any) -> list[dict[str, Any]]:
     """The record list of a bench JSON document (or the document itself when it is a list)."""
     records = document.get("records") if isinstance(document, dict) else document
     if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
-        raise ValueError("expected the JSON of `gpu-envs bench ... --json`: an object with a 'records' "
-                         "list of objects, or a list of record objects")
+        raise ValueError(
+            "expected the JSON of `gpu-envs bench ... --json`: an object with a 'records' "
+            "list of objects, or a list of record objects"
+        )
     return records
 
 
@@ -84,8 +91,10 @@ def collect_series(records: list[dict[str, Any]], metric: str = "env_steps_per_s
         series.lows.append(float(low) if _number(low) else float(value))
         series.highs.append(float(high) if _number(high) else float(value))
     if not by_impl:
-        raise ValueError(f"no record to plot: none has numbers for both {metric!r} and 'num_envs' "
-                         "(skipped, failed and first-step records are left out)")
+        raise ValueError(
+            f"no record to plot: none has numbers for both {metric!r} and 'num_envs' "
+            "(skipped, failed and first-step records are left out)"
+        )
     for series in by_impl.values():
         order = sorted(range(len(series.num_envs)), key=series.num_envs.__getitem__)
         for name in ("num_envs", "values", "lows", "highs"):
@@ -101,12 +110,16 @@ def _compact(value: float) -> str:
     return f"{value:.3g}"
 
 
-def plot(series: list[Series], out: str | Path, metric: str = "env_steps_per_s", title: str | None = None) -> Path:
+def plot(
+    series: list[Series], out: str | Path, metric: str = "env_steps_per_s", title: str | None = None
+) -> Path:
     """Draw ``series`` into the PNG file ``out`` (line chart, or bars for a single batch size)."""
     try:
         from matplotlib.figure import Figure
     except ImportError as error:  # pragma: no cover - depends on the installation
-        raise ImportError("gpu_envs.benchmarks.plots needs matplotlib: pip install matplotlib") from error
+        raise ImportError(
+            "gpu_envs.benchmarks.plots needs matplotlib: pip install matplotlib"
+        ) from error
 
     sizes = sorted({n for s in series for n in s.num_envs})
     figure = Figure(figsize=(8.0, 4.8), dpi=100, layout="constrained")
@@ -123,9 +136,20 @@ def plot(series: list[Series], out: str | Path, metric: str = "env_steps_per_s",
         axes.set_xlabel(f"{unit} (num_envs={sizes[0]}, log scale)")
     else:
         for s in series:
-            errors = [[v - lo for v, lo in zip(s.values, s.lows)], [hi - v for v, hi in zip(s.values, s.highs)]]
-            axes.errorbar(s.num_envs, s.values, yerr=errors, marker="o", capsize=3, label=s.label,
-                          linestyle="-" if s.ours else "--", linewidth=2.0 if s.ours else 1.2)
+            errors = [
+                [v - lo for v, lo in zip(s.values, s.lows)],
+                [hi - v for v, hi in zip(s.values, s.highs)],
+            ]
+            axes.errorbar(
+                s.num_envs,
+                s.values,
+                yerr=errors,
+                marker="o",
+                capsize=3,
+                label=s.label,
+                linestyle="-" if s.ours else "--",
+                linewidth=2.0 if s.ours else 1.2,
+            )
         axes.set_xscale("log", base=2)
         axes.set_xticks(sizes, [str(n) for n in sizes])
         axes.minorticks_off()
@@ -142,12 +166,17 @@ def plot(series: list[Series], out: str | Path, metric: str = "env_steps_per_s",
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gpu_envs.benchmarks.plots",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m gpu_envs.benchmarks.plots", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("input", type=Path, help="JSON written by `gpu-envs bench ... --json`")
     parser.add_argument("output", type=Path, help="PNG file to write")
-    parser.add_argument("--metric", default="env_steps_per_s", choices=tuple(METRICS),
-                        help="value to plot (default env_steps_per_s)")
+    parser.add_argument(
+        "--metric",
+        default="env_steps_per_s",
+        choices=tuple(METRICS),
+        help="value to plot (default env_steps_per_s)",
+    )
     parser.add_argument("--title", help="chart title")
     args = parser.parse_args(argv)
     try:

@@ -36,13 +36,23 @@ NUM_ENVS = 8
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
     parser.add_argument("--timesteps", type=int, default=100_000)
-    parser.add_argument("--device", default="cpu", help="device of our env (the policy trains on the CPU)")
+    parser.add_argument(
+        "--device", default="cpu", help="device of our env (the policy trains on the CPU)"
+    )
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
-    parser.add_argument("--quiet-threshold", type=float, default=0.25,
-                        help="before each run wait until other processes use less than this fraction of the CPUs")
-    parser.add_argument("--max-wait", type=float, default=60.0, help="longest wait for a quiet machine, s")
-    parser.add_argument("--step-calls", type=int, default=5000, help="VecEnv.step calls timed per repeat")
+    parser.add_argument(
+        "--quiet-threshold",
+        type=float,
+        default=0.25,
+        help="before each run wait until other processes use less than this fraction of the CPUs",
+    )
+    parser.add_argument(
+        "--max-wait", type=float, default=60.0, help="longest wait for a quiet machine, s"
+    )
+    parser.add_argument(
+        "--step-calls", type=int, default=5000, help="VecEnv.step calls timed per repeat"
+    )
     parser.add_argument("--json", default=None, help="write every run and the summary here")
 
 
@@ -58,11 +68,15 @@ def _envs(impl: str, seed: int, device: str):
     from stable_baselines3.common.vec_env import VecMonitor
 
     if impl == "gymnasium":
-        return make_vec_env("CartPole-v1", n_envs=NUM_ENVS, seed=seed), Monitor(gym.make("CartPole-v1"))
+        return make_vec_env("CartPole-v1", n_envs=NUM_ENVS, seed=seed), Monitor(
+            gym.make("CartPole-v1")
+        )
     from gpu_envs.sb3_adapter import make_sb3_vec_env
 
-    return (VecMonitor(make_sb3_vec_env("gpu_envs/CartPole-v1", num_envs=NUM_ENVS, device=device)),
-            VecMonitor(make_sb3_vec_env("gpu_envs/CartPole-v1", num_envs=1, device=device)))
+    return (
+        VecMonitor(make_sb3_vec_env("gpu_envs/CartPole-v1", num_envs=NUM_ENVS, device=device)),
+        VecMonitor(make_sb3_vec_env("gpu_envs/CartPole-v1", num_envs=1, device=device)),
+    )
 
 
 def run_one(impl: str, seed: int, timesteps: int, device: str, eval_episodes: int) -> dict:
@@ -71,19 +85,38 @@ def run_one(impl: str, seed: int, timesteps: int, device: str, eval_episodes: in
     from stable_baselines3.common.evaluation import evaluate_policy
 
     env, eval_env = _envs(impl, seed, device)
-    model = PPO("MlpPolicy", env, learning_rate=linear_schedule(1e-3), clip_range=linear_schedule(0.2),
-                seed=seed, device="cpu", verbose=0, **RL_ZOO)
+    model = PPO(
+        "MlpPolicy",
+        env,
+        learning_rate=linear_schedule(1e-3),
+        clip_range=linear_schedule(0.2),
+        seed=seed,
+        device="cpu",
+        verbose=0,
+        **RL_ZOO,
+    )
     load_before = os.getloadavg()[0]
     wall0, cpu0 = time.perf_counter(), time.process_time()
     model.learn(total_timesteps=timesteps)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-    eval_mean, eval_std = evaluate_policy(model, eval_env, n_eval_episodes=eval_episodes, deterministic=True)
+    eval_mean, eval_std = evaluate_policy(
+        model, eval_env, n_eval_episodes=eval_episodes, deterministic=True
+    )
     env.close()
     eval_env.close()
-    return dict(impl=impl, seed=seed, timesteps=int(model.num_timesteps), wall_s=wall, cpu_s=cpu,
-                steps_per_s=model.num_timesteps / wall, steps_per_cpu_s=model.num_timesteps / cpu,
-                eval_mean=float(eval_mean), eval_std=float(eval_std),
-                loadavg_before=load_before, loadavg_after=os.getloadavg()[0])
+    return dict(
+        impl=impl,
+        seed=seed,
+        timesteps=int(model.num_timesteps),
+        wall_s=wall,
+        cpu_s=cpu,
+        steps_per_s=model.num_timesteps / wall,
+        steps_per_cpu_s=model.num_timesteps / cpu,
+        eval_mean=float(eval_mean),
+        eval_std=float(eval_std),
+        loadavg_before=load_before,
+        loadavg_after=os.getloadavg()[0],
+    )
 
 
 def warm_up(device: str) -> dict:
@@ -132,29 +165,45 @@ def summarize(runs: list[dict]) -> dict:
                 median_steps_per_s=statistics.median(r["steps_per_s"] for r in mine),
                 median_steps_per_cpu_s=statistics.median(r["steps_per_cpu_s"] for r in mine),
                 eval_means=[r["eval_mean"] for r in mine],
-                seeds_at_475=sum(r["eval_mean"] >= 475 for r in mine), seeds=len(mine))
+                seeds_at_475=sum(r["eval_mean"] >= 475 for r in mine),
+                seeds=len(mine),
+            )
     by_seed = {(r["impl"], r["seed"]): r for r in runs}
     for key in ("steps_per_s", "steps_per_cpu_s"):
-        ratios = [by_seed["gpu_envs", seed][key] / by_seed["gymnasium", seed][key]
-                  for impl, seed in by_seed if impl == "gpu_envs" and ("gymnasium", seed) in by_seed]
+        ratios = [
+            by_seed["gpu_envs", seed][key] / by_seed["gymnasium", seed][key]
+            for impl, seed in by_seed
+            if impl == "gpu_envs" and ("gymnasium", seed) in by_seed
+        ]
         summary[f"ours_over_theirs_{key}_per_seed"] = ratios
     return summary
 
 
 def markdown(runs: list[dict], summary: dict) -> str:
-    lines = ["| env | seed | learn wall s | steps/s (wall) | steps/s (CPU time) | eval mean ± std | "
-             "background CPU before | load avg |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| env | seed | learn wall s | steps/s (wall) | steps/s (CPU time) | eval mean ± std | "
+        "background CPU before | load avg |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in runs:
-        lines.append(f"| {r['impl']} | {r['seed']} | {r['wall_s']:.1f} | {r['steps_per_s']:.0f} | "
-                     f"{r['steps_per_cpu_s']:.0f} | {r['eval_mean']:.1f} ± {r['eval_std']:.1f} | "
-                     f"{timing.format_share(r['background_busy_before'])} | "
-                     f"{r['loadavg_before']:.1f} → {r['loadavg_after']:.1f} |")
-    lines += ["", "| env | median steps/s (wall) | median steps/s (CPU time) | seeds with eval mean ≥ 475 | "
-              "VecEnv.step of 8 envs alone, µs |", "|---|---|---|---|---|"]
+        lines.append(
+            f"| {r['impl']} | {r['seed']} | {r['wall_s']:.1f} | {r['steps_per_s']:.0f} | "
+            f"{r['steps_per_cpu_s']:.0f} | {r['eval_mean']:.1f} ± {r['eval_std']:.1f} | "
+            f"{timing.format_share(r['background_busy_before'])} | "
+            f"{r['loadavg_before']:.1f} → {r['loadavg_after']:.1f} |"
+        )
+    lines += [
+        "",
+        "| env | median steps/s (wall) | median steps/s (CPU time) | seeds with eval mean ≥ 475 | "
+        "VecEnv.step of 8 envs alone, µs |",
+        "|---|---|---|---|---|",
+    ]
     for impl in IMPLEMENTATIONS:
         s = summary[impl]
-        lines.append(f"| {impl} | {s['median_steps_per_s']:.0f} | {s['median_steps_per_cpu_s']:.0f} | "
-                     f"{s['seeds_at_475']}/{s['seeds']} | {s['vec_step_us']:.0f} |")
+        lines.append(
+            f"| {impl} | {s['median_steps_per_s']:.0f} | {s['median_steps_per_cpu_s']:.0f} | "
+            f"{s['seeds_at_475']}/{s['seeds']} | {s['vec_step_us']:.0f} |"
+        )
     for key in ("steps_per_s", "steps_per_cpu_s"):
         ratios = ", ".join(f"{ratio:.2f}" for ratio in summary[f"ours_over_theirs_{key}_per_seed"])
         lines.append(f"\nours / theirs, {key} per seed: {ratios}")
@@ -177,18 +226,32 @@ def run(args: argparse.Namespace) -> int:
             result = run_one(impl, seed, args.timesteps, args.device, args.eval_episodes)
             result["background_busy_before"] = busy
             runs.append(result)
-            print(f"{impl:9s} seed {seed}: {result['wall_s']:.1f} s, {result['steps_per_s']:.0f} steps/s "
-                  f"({result['steps_per_cpu_s']:.0f} per CPU s), eval {result['eval_mean']:.1f}", flush=True)
+            print(
+                f"{impl:9s} seed {seed}: {result['wall_s']:.1f} s, {result['steps_per_s']:.0f} steps/s "
+                f"({result['steps_per_cpu_s']:.0f} per CPU s), eval {result['eval_mean']:.1f}",
+                flush=True,
+            )
     summary = summarize(runs)
     for impl in IMPLEMENTATIONS:
         summary[impl]["vec_step_us"] = time_vec_steps(impl, args.device, args.step_calls)
     print(markdown(runs, summary))
-    record = dict(bench="sb3_ppo_cartpole", date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                  machine=dict(platform=platform.platform(), processor=platform.processor(),
-                               cpus=os.cpu_count(), python=platform.python_version()),
-                  versions={p: metadata.version(p) for p in ("stable-baselines3", "torch", "gymnasium", "numba")},
-                  args={k: v for k, v in vars(args).items() if k != "func"}, first_call_s=first_call_s,
-                  runs=runs, summary=summary)
+    record = dict(
+        bench="sb3_ppo_cartpole",
+        date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        machine=dict(
+            platform=platform.platform(),
+            processor=platform.processor(),
+            cpus=os.cpu_count(),
+            python=platform.python_version(),
+        ),
+        versions={
+            p: metadata.version(p) for p in ("stable-baselines3", "torch", "gymnasium", "numba")
+        },
+        args={k: v for k, v in vars(args).items() if k != "func"},
+        first_call_s=first_call_s,
+        runs=runs,
+        summary=summary,
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(record, f, indent=1, default=str)

@@ -28,8 +28,9 @@ import json
 import platform
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -63,8 +64,14 @@ def seed_env_params() -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------ ours
-def make_ours(num_envs: int, seed: int, *, device: str = "cpu", validate_actions: bool = True,
-              **env_params: Any) -> Runner:
+def make_ours(
+    num_envs: int,
+    seed: int,
+    *,
+    device: str = "cpu",
+    validate_actions: bool = True,
+    **env_params: Any,
+) -> Runner:
     """``TagEnv`` stepped with a pool of pre-drawn random actions."""
     from gpu_envs.tag import TagEnv
 
@@ -73,8 +80,12 @@ def make_ours(num_envs: int, seed: int, *, device: str = "cpu", validate_actions
     generator = torch.Generator().manual_seed(seed)
     nvec = torch.tensor(env.action_nvec, dtype=torch.int64)
     pool_size = 2 if num_envs * env.num_agents >= 100_000 else 4
-    pool = [(torch.rand((num_envs, env.num_agents, 2), generator=generator) * nvec).long().to(env.device)
-            for _ in range(pool_size)]
+    pool = [
+        (torch.rand((num_envs, env.num_agents, 2), generator=generator) * nvec)
+        .long()
+        .to(env.device)
+        for _ in range(pool_size)
+    ]
     next_actions = cycle_pool(pool)
 
     def sync() -> None:
@@ -82,27 +93,50 @@ def make_ours(num_envs: int, seed: int, *, device: str = "cpu", validate_actions
             torch.cuda.synchronize(env.device)
 
     p = env.params
-    config = (f"{p.num_taggers} taggers + {p.num_runners} runners, L={p.grid_length:g}, T={p.episode_length}, "
-              f"{'full' if p.use_full_observation else f'k={p.num_other_agents_observed}'} obs "
-              f"(obs_dim {env.obs_dim}), device {env.device}, validate_actions={validate_actions}")
-    return Runner(lambda: env.step(next_actions()), num_envs, env.num_agents, config, sync=sync,
-                  close=env.close, meta={"obs_dim": env.obs_dim, "device": str(env.device)})
+    config = (
+        f"{p.num_taggers} taggers + {p.num_runners} runners, L={p.grid_length:g}, T={p.episode_length}, "
+        f"{'full' if p.use_full_observation else f'k={p.num_other_agents_observed}'} obs "
+        f"(obs_dim {env.obs_dim}), device {env.device}, validate_actions={validate_actions}"
+    )
+    return Runner(
+        lambda: env.step(next_actions()),
+        num_envs,
+        env.num_agents,
+        config,
+        sync=sync,
+        close=env.close,
+        meta={"obs_dim": env.obs_dim, "device": str(env.device)},
+    )
 
 
 # ------------------------------------------------------------------------------------ peers
 def make_vmas(num_envs: int, seed: int) -> Runner:
     import vmas
 
-    env = vmas.make_env("simple_tag", num_envs=num_envs, device="cpu", continuous_actions=True, seed=seed,
-                        num_good_agents=PEER_RUNNERS, num_adversaries=PEER_TAGGERS, num_landmarks=0,
-                        bound=10.0)
+    env = vmas.make_env(
+        "simple_tag",
+        num_envs=num_envs,
+        device="cpu",
+        continuous_actions=True,
+        seed=seed,
+        num_good_agents=PEER_RUNNERS,
+        num_adversaries=PEER_TAGGERS,
+        num_landmarks=0,
+        bound=10.0,
+    )
     obs = env.reset()
     generator = torch.Generator().manual_seed(seed)
-    pool = [[torch.rand(num_envs, 2, generator=generator) * 2 - 1 for _ in env.agents] for _ in range(4)]
+    pool = [
+        [torch.rand(num_envs, 2, generator=generator) * 2 - 1 for _ in env.agents] for _ in range(4)
+    ]
     next_actions = cycle_pool(pool)
-    return Runner(lambda: env.step(next_actions()), num_envs, len(env.agents),
-                  "simple_tag 5 adversaries + 100 good, 0 landmarks, bound=10 (20x20), continuous, full obs",
-                  meta={"obs_dim": sorted({int(o.shape[-1]) for o in obs}), "version": vmas.__version__})
+    return Runner(
+        lambda: env.step(next_actions()),
+        num_envs,
+        len(env.agents),
+        "simple_tag 5 adversaries + 100 good, 0 landmarks, bound=10 (20x20), continuous, full obs",
+        meta={"obs_dim": sorted({int(o.shape[-1]) for o in obs}), "version": vmas.__version__},
+    )
 
 
 def make_mpe2(num_envs: int, seed: int) -> Runner:
@@ -110,8 +144,14 @@ def make_mpe2(num_envs: int, seed: int) -> Runner:
         raise ValueError("PettingZoo/MPE2 is a single-game API: num_envs must be 1")
     from mpe2 import simple_tag_v3
 
-    env = simple_tag_v3.parallel_env(num_good=PEER_RUNNERS, num_adversaries=PEER_TAGGERS, num_obstacles=0,
-                                     num_agent_neighbors=10, max_cycles=200, continuous_actions=False)
+    env = simple_tag_v3.parallel_env(
+        num_good=PEER_RUNNERS,
+        num_adversaries=PEER_TAGGERS,
+        num_obstacles=0,
+        num_agent_neighbors=10,
+        max_cycles=200,
+        continuous_actions=False,
+    )
     obs, _ = env.reset(seed=seed)
     agents = list(env.agents)
     rng = np.random.default_rng(seed)
@@ -123,16 +163,24 @@ def make_mpe2(num_envs: int, seed: int) -> Runner:
         if not env.agents:
             env.reset()
 
-    return Runner(call, 1, len(agents), "simple_tag_v3 5 adversaries + 100 good, 0 obstacles, "
-                  "num_agent_neighbors=10, max_cycles=200, discrete", close=env.close,
-                  meta={"obs_dim": sorted({int(o.shape[-1]) for o in obs.values()})})
+    return Runner(
+        call,
+        1,
+        len(agents),
+        "simple_tag_v3 5 adversaries + 100 good, 0 obstacles, "
+        "num_agent_neighbors=10, max_cycles=200, discrete",
+        close=env.close,
+        meta={"obs_dim": sorted({int(o.shape[-1]) for o in obs.values()})},
+    )
 
 
 def make_jaxmarl(num_envs: int, seed: int) -> Runner:
     import jax
     import jaxmarl
 
-    env = jaxmarl.make("MPE_simple_tag_v3", num_good_agents=PEER_RUNNERS, num_adversaries=PEER_TAGGERS, num_obs=0)
+    env = jaxmarl.make(
+        "MPE_simple_tag_v3", num_good_agents=PEER_RUNNERS, num_adversaries=PEER_TAGGERS, num_obs=0
+    )
     key, reset_key = jax.random.split(jax.random.PRNGKey(seed))
     _, state = jax.jit(jax.vmap(env.reset))(jax.random.split(reset_key, num_envs))
     agents = list(env.agents)
@@ -141,8 +189,12 @@ def make_jaxmarl(num_envs: int, seed: int) -> Runner:
     def one_step(key, state):
         key, action_key, step_key = jax.random.split(key, 3)
         action_keys = jax.random.split(action_key, len(agents))
-        actions = {a: jax.random.randint(action_keys[i], (num_envs,), 0, 5) for i, a in enumerate(agents)}
-        obs, state, rewards, dones, _ = batched_step(jax.random.split(step_key, num_envs), state, actions)
+        actions = {
+            a: jax.random.randint(action_keys[i], (num_envs,), 0, 5) for i, a in enumerate(agents)
+        }
+        obs, state, rewards, dones, _ = batched_step(
+            jax.random.split(step_key, num_envs), state, actions
+        )
         return (key, state), (obs, rewards, dones)
 
     jitted = jax.jit(one_step)
@@ -151,9 +203,14 @@ def make_jaxmarl(num_envs: int, seed: int) -> Runner:
     def call() -> None:
         box["carry"], box["out"] = jitted(*box["carry"])
 
-    return Runner(call, num_envs, len(agents), "MPE_simple_tag_v3 5 adversaries + 100 good, 0 obstacles, "
-                  "jit(vmap(step)) per call, 25-step episodes, full obs",
-                  sync=lambda: jax.block_until_ready(box["carry"]))
+    return Runner(
+        call,
+        num_envs,
+        len(agents),
+        "MPE_simple_tag_v3 5 adversaries + 100 good, 0 obstacles, "
+        "jit(vmap(step)) per call, 25-step episodes, full obs",
+        sync=lambda: jax.block_until_ready(box["carry"]),
+    )
 
 
 PEERS: dict[str, tuple[str, Callable[[int, int], Runner], str]] = {
@@ -175,35 +232,57 @@ def _int_list(text: str) -> list[int]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--num-envs", type=_int_list, default=list(SEED_NUM_ENVS),
-                        help="seed-config batch sizes (default 1,16,256,1024,4096)")
-    parser.add_argument("--scale-num-envs", type=_int_list, default=list(SCALE_NUM_ENVS),
-                        help="batch sizes of the N=1000 scale point (default 64,256; '' skips it)")
+    parser.add_argument(
+        "--num-envs",
+        type=_int_list,
+        default=list(SEED_NUM_ENVS),
+        help="seed-config batch sizes (default 1,16,256,1024,4096)",
+    )
+    parser.add_argument(
+        "--scale-num-envs",
+        type=_int_list,
+        default=list(SCALE_NUM_ENVS),
+        help="batch sizes of the N=1000 scale point (default 64,256; '' skips it)",
+    )
     parser.add_argument("--device", default="cpu", help="device of ours: cpu, cuda, cuda:N")
-    parser.add_argument("--peers", default=",".join(PEERS),
-                        help=f"peers to run when importable, from {','.join(PEERS)} ('' for none)")
-    parser.add_argument("--peer-max-step-s", type=float, default=10.0,
-                        help="skip a peer's larger batches once one batched step takes longer than this")
-    parser.add_argument("--no-validate", action="store_true", help="ours with validate_actions=False")
+    parser.add_argument(
+        "--peers",
+        default=",".join(PEERS),
+        help=f"peers to run when importable, from {','.join(PEERS)} ('' for none)",
+    )
+    parser.add_argument(
+        "--peer-max-step-s",
+        type=float,
+        default=10.0,
+        help="skip a peer's larger batches once one batched step takes longer than this",
+    )
+    parser.add_argument(
+        "--no-validate", action="store_true", help="ours with validate_actions=False"
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", default=None, metavar="FILE", help="also write the records as JSON ('-': stdout)")
+    parser.add_argument(
+        "--json", default=None, metavar="FILE", help="also write the records as JSON ('-': stdout)"
+    )
 
 
 def _measure(runner: Runner) -> dict[str, Any]:
     from gpu_envs.benchmarks.timing import measure
 
-    result = measure(runner.call, runner.num_envs, runner.sync, wait_quiet_seconds=5.0,
-                     extra_attempts=2).to_dict()
+    result = measure(
+        runner.call, runner.num_envs, runner.sync, wait_quiet_seconds=5.0, extra_attempts=2
+    ).to_dict()
     result["agent_steps_per_s"] = result["env_steps_per_s"] * runner.agents_per_env
     return result
 
 
-def _record(impl: str, label: str, runner_factory: Callable[[], Runner], num_envs: int) -> dict[str, Any]:
+def _record(
+    impl: str, label: str, runner_factory: Callable[[], Runner], num_envs: int
+) -> dict[str, Any]:
     record: dict[str, Any] = {"impl": impl, "label": label, "num_envs": num_envs}
     started = time.perf_counter()
     try:
         runner = runner_factory()
-    except Exception as error:  # noqa: BLE001 - a peer that fails to build is reported, not fatal
+    except Exception as error:
         record["error"] = f"{type(error).__name__}: {error}"
         return record
     record["setup_s"] = time.perf_counter() - started
@@ -235,8 +314,14 @@ def run(args: argparse.Namespace) -> int:
 
     validate = not args.no_validate
     for n in args.num_envs:
-        add("ours", "gpu-envs TagEnv", lambda n=n: make_ours(n, args.seed, device=args.device,
-                                                             validate_actions=validate, **seed_params), n)
+        add(
+            "ours",
+            "gpu-envs TagEnv",
+            lambda n=n: make_ours(
+                n, args.seed, device=args.device, validate_actions=validate, **seed_params
+            ),
+            n,
+        )
     missing = []
     for name in [p for p in args.peers.split(",") if p]:
         if name not in PEERS:
@@ -253,14 +338,27 @@ def run(args: argparse.Namespace) -> int:
                 break
     scale_params = {**seed_params, "num_taggers": SCALE_TEAMS[0], "num_runners": SCALE_TEAMS[1]}
     for n in args.scale_num_envs:
-        add("ours_scale", "gpu-envs TagEnv, N=1000", lambda n=n: make_ours(
-            n, args.seed, device=args.device, validate_actions=validate, **scale_params), n)
+        add(
+            "ours_scale",
+            "gpu-envs TagEnv, N=1000",
+            lambda n=n: make_ours(
+                n, args.seed, device=args.device, validate_actions=validate, **scale_params
+            ),
+            n,
+        )
 
     print(format_tables(records, args.num_envs, args.scale_num_envs, missing))
     if args.json:
-        payload = json.dumps({"machine": machine_summary(), "args": {k: v for k, v in vars(args).items()
-                                                                      if k != "func"},
-                              "missing_peers": missing, "records": records}, indent=2, default=str)
+        payload = json.dumps(
+            {
+                "machine": machine_summary(),
+                "args": {k: v for k, v in vars(args).items() if k != "func"},
+                "missing_peers": missing,
+                "records": records,
+            },
+            indent=2,
+            default=str,
+        )
         if args.json == "-":
             print(payload)
         else:
@@ -275,9 +373,16 @@ def machine_summary() -> dict[str, Any]:
 
     import numba
 
-    return {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
-            "numba": numba.__version__, "numba_threads": numba.get_num_threads(), "torch": torch.__version__,
-            "torch_threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d %H:%M")}
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "numba": numba.__version__,
+        "numba_threads": numba.get_num_threads(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+    }
 
 
 def _cell(record: dict[str, Any] | None) -> str:
@@ -295,8 +400,9 @@ def _si(value: float) -> str:
     return f"{value:.3g}"
 
 
-def format_tables(records: list[dict[str, Any]], sizes: list[int], scale_sizes: list[int],
-                  missing: list[str]) -> str:
+def format_tables(
+    records: list[dict[str, Any]], sizes: list[int], scale_sizes: list[int], missing: list[str]
+) -> str:
     """Markdown tables: env-steps/s (agent-steps/s) per implementation and num_envs, the ratio of
     ours to the fastest measured peer, and the scale point."""
     by_impl: dict[str, dict[int, dict[str, Any]]] = {}
@@ -304,32 +410,55 @@ def format_tables(records: list[dict[str, Any]], sizes: list[int], scale_sizes: 
     for record in records:
         by_impl.setdefault(record["impl"], {})[record["num_envs"]] = record
         labels[record["impl"]] = record["label"]
-    lines = ["Tag, seed config (5 taggers + 100 runners, k = 10): env-steps/s (agent-steps/s)", "",
-             "| impl | " + " | ".join(f"num_envs={n}" for n in sizes) + " | first call (s) |",
-             "|---" * (len(sizes) + 2) + "|"]
+    lines = [
+        "Tag, seed config (5 taggers + 100 runners, k = 10): env-steps/s (agent-steps/s)",
+        "",
+        "| impl | " + " | ".join(f"num_envs={n}" for n in sizes) + " | first call (s) |",
+        "|---" * (len(sizes) + 2) + "|",
+    ]
     peers = [impl for impl in by_impl if impl not in ("ours", "ours_scale")]
     for impl in ["ours", *peers]:
         if impl not in by_impl:
             continue
         row = by_impl[impl]
         first = [r.get("first_call_s") for r in row.values() if r.get("first_call_s") is not None]
-        first_text = "—" if not first else f"{min(first):.2g}" + (f"–{max(first):.2g}" if max(first) > min(first) else "")
-        lines.append(f"| {labels[impl]} | " + " | ".join(_cell(row.get(n)) for n in sizes) + f" | {first_text} |")
+        first_text = (
+            "—"
+            if not first
+            else f"{min(first):.2g}" + (f"–{max(first):.2g}" if max(first) > min(first) else "")
+        )
+        lines.append(
+            f"| {labels[impl]} | "
+            + " | ".join(_cell(row.get(n)) for n in sizes)
+            + f" | {first_text} |"
+        )
     if peers and "ours" in by_impl:
         ratios = []
         for n in sizes:
-            rates = [by_impl[p][n]["env_steps_per_s"] for p in peers
-                     if n in by_impl[p] and "error" not in by_impl[p][n]]
+            rates = [
+                by_impl[p][n]["env_steps_per_s"]
+                for p in peers
+                if n in by_impl[p] and "error" not in by_impl[p][n]
+            ]
             ours = by_impl["ours"].get(n)
-            ratios.append(f"{ours['env_steps_per_s'] / max(rates):.0f}x"
-                          if rates and ours and "error" not in ours else "—")
+            ratios.append(
+                f"{ours['env_steps_per_s'] / max(rates):.0f}x"
+                if rates and ours and "error" not in ours
+                else "—"
+            )
         lines.append("| ours / fastest peer | " + " | ".join(ratios) + " | |")
     if missing:
         lines += ["", f"Not installed (optional `bench` extra): {', '.join(missing)}."]
     if "ours_scale" in by_impl:
         row = by_impl["ours_scale"]
-        lines += ["", "Scale point, 10 taggers + 990 runners (N = 1000), k = 10: env-steps/s (agent-steps/s)", "",
-                  "| impl | " + " | ".join(f"num_envs={n}" for n in scale_sizes) + " |",
-                  "|---" * (len(scale_sizes) + 1) + "|",
-                  f"| {labels['ours_scale']} | " + " | ".join(_cell(row.get(n)) for n in scale_sizes) + " |"]
+        lines += [
+            "",
+            "Scale point, 10 taggers + 990 runners (N = 1000), k = 10: env-steps/s (agent-steps/s)",
+            "",
+            "| impl | " + " | ".join(f"num_envs={n}" for n in scale_sizes) + " |",
+            "|---" * (len(scale_sizes) + 1) + "|",
+            f"| {labels['ours_scale']} | "
+            + " | ".join(_cell(row.get(n)) for n in scale_sizes)
+            + " |",
+        ]
     return "\n".join(lines)

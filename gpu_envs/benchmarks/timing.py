@@ -25,7 +25,7 @@ import dataclasses
 import os
 import statistics
 import time
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 #: Background load (fraction of all CPUs) from which a repeat counts as disturbed.
 QUIET_THRESHOLD = 0.10
@@ -63,7 +63,9 @@ class BackgroundLoad:
 
     def start(self) -> None:
         machine = _machine_cpu_seconds()
-        self._start = None if machine is None else (*machine, time.process_time(), time.perf_counter())
+        self._start = (
+            None if machine is None else (*machine, time.process_time(), time.perf_counter())
+        )
 
     def stop(self) -> float | None:
         if self._start is None:
@@ -77,8 +79,9 @@ class BackgroundLoad:
         return max(0.0, others + (machine[1] - steal0)) / capacity
 
 
-def wait_for_quiet(max_wait_seconds: float, threshold: float = QUIET_THRESHOLD,
-                   window_seconds: float = 0.3) -> float | None:
+def wait_for_quiet(
+    max_wait_seconds: float, threshold: float = QUIET_THRESHOLD, window_seconds: float = 0.3
+) -> float | None:
     """Sleep in windows until the background load drops below ``threshold`` or time runs out.
 
     Returns the load of the last window (None without ``/proc/stat`` or when not waiting at all).
@@ -152,8 +155,12 @@ class Measurement:
         }
 
 
-def measure(call: Callable[[], object], steps_per_call: int, sync: Callable[[], object] | None = None,
-            **options) -> Measurement:
+def measure(
+    call: Callable[[], object],
+    steps_per_call: int,
+    sync: Callable[[], object] | None = None,
+    **options,
+) -> Measurement:
     """Time ``call`` with the shared protocol (see the module docstring) and return the figures.
 
     Args:
@@ -165,10 +172,17 @@ def measure(call: Callable[[], object], steps_per_call: int, sync: Callable[[], 
     return measure_rounds({"call": (call, steps_per_call, sync)}, **options)["call"]
 
 
-def measure_rounds(calls: Mapping[str, tuple[Callable[[], object], int, Callable[[], object] | None]], *,
-                   repeats: int = 3, target_seconds: float = 1.0, warmup_seconds: float = 0.5,
-                   warmup_calls: int = 2, wait_quiet_seconds: float = 0.0, extra_attempts: int = 0,
-                   quiet_threshold: float = QUIET_THRESHOLD) -> dict[str, Measurement]:
+def measure_rounds(
+    calls: Mapping[str, tuple[Callable[[], object], int, Callable[[], object] | None]],
+    *,
+    repeats: int = 3,
+    target_seconds: float = 1.0,
+    warmup_seconds: float = 0.5,
+    warmup_calls: int = 2,
+    wait_quiet_seconds: float = 0.0,
+    extra_attempts: int = 0,
+    quiet_threshold: float = QUIET_THRESHOLD,
+) -> dict[str, Measurement]:
     """Time several implementations, ``{name: (call, steps_per_call, sync)}``, their repeats in rounds.
 
     Each implementation gets its first call and warm-up; then every round times one repeat of each,
@@ -190,14 +204,22 @@ def measure_rounds(calls: Mapping[str, tuple[Callable[[], object], int, Callable
         raise ValueError("repeats, steps_per_call and warmup_calls must be >= 1")
     if target_seconds <= 0 or warmup_seconds < 0:
         raise ValueError("target_seconds must be > 0 and warmup_seconds >= 0")
-    calls = {name: (call, steps, sync or (lambda: None)) for name, (call, steps, sync) in calls.items()}
-    warm = {name: _warm_up(call, sync, warmup_calls, warmup_seconds, target_seconds)
-            for name, (call, _, sync) in calls.items()}
+    calls = {
+        name: (call, steps, sync or (lambda: None)) for name, (call, steps, sync) in calls.items()
+    }
+    warm = {
+        name: _warm_up(call, sync, warmup_calls, warmup_seconds, target_seconds)
+        for name, (call, _, sync) in calls.items()
+    }
     rounds: list[dict[str, Repeat]] = []
     while True:
         wait_for_quiet(wait_quiet_seconds, quiet_threshold)
-        rounds.append({name: _timed_repeat(call, steps, sync, warm[name].calls_per_repeat)
-                       for name, (call, steps, sync) in calls.items()})
+        rounds.append(
+            {
+                name: _timed_repeat(call, steps, sync, warm[name].calls_per_repeat)
+                for name, (call, steps, sync) in calls.items()
+            }
+        )
         quiet = [i for i, r in enumerate(rounds) if _round_load(r) < quiet_threshold]
         if len(quiet) >= repeats or len(rounds) >= repeats + extra_attempts:
             break
@@ -207,10 +229,14 @@ def measure_rounds(calls: Mapping[str, tuple[Callable[[], object], int, Callable
     return {
         name: Measurement(
             env_steps_per_s=statistics.median(r[name].env_steps_per_s for r in chosen),
-            first_call_s=warm[name].first_call_s, steps_per_call=calls[name][1],
-            calls_per_repeat=warm[name].calls_per_repeat, warmup_calls=warm[name].calls,
-            warmup_s=warm[name].seconds, attempts=tuple(r[name] for r in rounds),
-            chosen=tuple(r[name] for r in chosen))
+            first_call_s=warm[name].first_call_s,
+            steps_per_call=calls[name][1],
+            calls_per_repeat=warm[name].calls_per_repeat,
+            warmup_calls=warm[name].calls,
+            warmup_s=warm[name].seconds,
+            attempts=tuple(r[name] for r in rounds),
+            chosen=tuple(r[name] for r in chosen),
+        )
         for name in calls
     }
 
@@ -219,7 +245,10 @@ def median_ratio(ours: Measurement | dict, reference: Measurement | dict) -> flo
     """The median over rounds of ``ours / reference`` throughput (measurements of one
     :func:`measure_rounds` call, or their ``to_dict()`` records); the ratio of the medians when the
     two were not measured in the same rounds."""
-    rates = [m.repeat_rates if isinstance(m, Measurement) else m["repeat_rates"] for m in (ours, reference)]
+    rates = [
+        m.repeat_rates if isinstance(m, Measurement) else m["repeat_rates"]
+        for m in (ours, reference)
+    ]
     if len(rates[0]) != len(rates[1]):
         return statistics.median(rates[0]) / statistics.median(rates[1])
     return statistics.median(a / b for a, b in zip(*rates))
@@ -233,8 +262,13 @@ class _WarmUp:
     calls_per_repeat: int
 
 
-def _warm_up(call: Callable[[], object], sync: Callable[[], object], min_calls: int, min_seconds: float,
-             target_seconds: float) -> _WarmUp:
+def _warm_up(
+    call: Callable[[], object],
+    sync: Callable[[], object],
+    min_calls: int,
+    min_seconds: float,
+    target_seconds: float,
+) -> _WarmUp:
     """Time the first call apart, warm up, and calibrate the calls of a ``target_seconds`` repeat."""
     clock = time.perf_counter
     start = clock()
@@ -252,8 +286,9 @@ def _warm_up(call: Callable[[], object], sync: Callable[[], object], min_calls: 
     return _WarmUp(first_call_s, done, seconds, calls_per_repeat)
 
 
-def _timed_repeat(call: Callable[[], object], steps_per_call: int, sync: Callable[[], object],
-                  calls: int) -> Repeat:
+def _timed_repeat(
+    call: Callable[[], object], steps_per_call: int, sync: Callable[[], object], calls: int
+) -> Repeat:
     monitor = BackgroundLoad()
     monitor.start()
     start = time.perf_counter()

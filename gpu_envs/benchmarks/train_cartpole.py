@@ -27,14 +27,32 @@ def _sb3_model(seed: int) -> PPO:
     from stable_baselines3.common.env_util import make_vec_env
 
     env = make_vec_env("CartPole-v1", n_envs=NUM_ENVS, seed=seed)
-    return PPO("MlpPolicy", env, learning_rate=linear_schedule(1e-3), clip_range=linear_schedule(0.2),
-               seed=seed, device="cpu", verbose=0, **RL_ZOO)
+    return PPO(
+        "MlpPolicy",
+        env,
+        learning_rate=linear_schedule(1e-3),
+        clip_range=linear_schedule(0.2),
+        seed=seed,
+        device="cpu",
+        verbose=0,
+        **RL_ZOO,
+    )
 
 
-BENCH = TrainToTarget(preset="cartpole", env_id="CartPole-v1", target_ratio=0.25, sb3_model=_sb3_model,
-                      sb3_warm_up_steps=RL_ZOO["n_steps"] * NUM_ENVS)
+BENCH = TrainToTarget(
+    preset="cartpole",
+    env_id="CartPole-v1",
+    target_ratio=0.25,
+    sb3_model=_sb3_model,
+    sb3_warm_up_steps=RL_ZOO["n_steps"] * NUM_ENVS,
+)
 THRESHOLD, TARGET_RATIO = BENCH.threshold, BENCH.target_ratio
-add_arguments, run, run_ours, run_sb3 = BENCH.add_arguments, BENCH.run, BENCH.run_ours, BENCH.run_sb3
+add_arguments, run, run_ours, run_sb3 = (
+    BENCH.add_arguments,
+    BENCH.run,
+    BENCH.run_ours,
+    BENCH.run_sb3,
+)
 summarize, markdown = BENCH.summarize, BENCH.markdown
 
 

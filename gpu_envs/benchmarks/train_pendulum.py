@@ -23,8 +23,17 @@ if TYPE_CHECKING:
     from stable_baselines3 import PPO
 
 # rl-baselines3-zoo hyperparams/ppo.yml, Pendulum-v1 (tuned; n_timesteps 1e5 is the bench's default budget).
-RL_ZOO_PENDULUM = dict(n_steps=1024, gae_lambda=0.95, gamma=0.9, n_epochs=10, ent_coef=0.0, learning_rate=1e-3,
-                       clip_range=0.2, use_sde=True, sde_sample_freq=4)
+RL_ZOO_PENDULUM = dict(
+    n_steps=1024,
+    gae_lambda=0.95,
+    gamma=0.9,
+    n_epochs=10,
+    ent_coef=0.0,
+    learning_rate=1e-3,
+    clip_range=0.2,
+    use_sde=True,
+    sde_sample_freq=4,
+)
 NUM_ENVS = 4
 
 
@@ -36,8 +45,13 @@ def _sb3_model(seed: int) -> PPO:
     return PPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **RL_ZOO_PENDULUM)
 
 
-BENCH = TrainToTarget(preset="pendulum", env_id="Pendulum-v1", target_ratio=0.25, sb3_model=_sb3_model,
-                      sb3_warm_up_steps=RL_ZOO_PENDULUM["n_steps"] * NUM_ENVS)
+BENCH = TrainToTarget(
+    preset="pendulum",
+    env_id="Pendulum-v1",
+    target_ratio=0.25,
+    sb3_model=_sb3_model,
+    sb3_warm_up_steps=RL_ZOO_PENDULUM["n_steps"] * NUM_ENVS,
+)
 add_arguments, run = BENCH.add_arguments, BENCH.run
 
 

@@ -36,9 +36,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from gpu_envs.benchmarks import timing
 from gpu_envs.trainers.evaluation import EVAL_SEED_OFFSET
@@ -75,7 +76,7 @@ class TrainToTarget:
     preset: str
     env_id: str
     target_ratio: float
-    sb3_model: Callable[[int], "PPO"]
+    sb3_model: Callable[[int], PPO]
     sb3_warm_up_steps: int
 
     @property
@@ -94,18 +95,37 @@ class TrainToTarget:
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--seeds", default="1,2,3", help="comma-separated seeds")
-        parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                            help=f"config override for `gpu-envs train {self.preset}` (repeatable)")
+        parser.add_argument(
+            "--override",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help=f"config override for `gpu-envs train {self.preset}` (repeatable)",
+        )
         parser.add_argument("--timesteps", type=int, default=100_000, help="SB3 learn() budget")
-        parser.add_argument("--sb3-eval-freq", type=int, default=self.preset_eval_steps,
-                            help="SB3 timesteps between evaluations (default: the preset's eval_freq x "
-                                 "train_batch_size)")
-        parser.add_argument("--eval-episodes", type=int, default=10, help="SB3 episodes per evaluation")
+        parser.add_argument(
+            "--sb3-eval-freq",
+            type=int,
+            default=self.preset_eval_steps,
+            help="SB3 timesteps between evaluations (default: the preset's eval_freq x "
+            "train_batch_size)",
+        )
+        parser.add_argument(
+            "--eval-episodes", type=int, default=10, help="SB3 episodes per evaluation"
+        )
         parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads for SB3")
-        parser.add_argument("--quiet-threshold", type=float, default=0.25,
-                            help="before each run wait until other processes use less than this fraction of the CPUs")
-        parser.add_argument("--max-wait", type=float, default=60.0, help="longest wait for a quiet machine, s")
-        parser.add_argument("--json", default=None, help="write every run, the summary and the machine here")
+        parser.add_argument(
+            "--quiet-threshold",
+            type=float,
+            default=0.25,
+            help="before each run wait until other processes use less than this fraction of the CPUs",
+        )
+        parser.add_argument(
+            "--max-wait", type=float, default=60.0, help="longest wait for a quiet machine, s"
+        )
+        parser.add_argument(
+            "--json", default=None, help="write every run, the summary and the machine here"
+        )
 
     def reached(self, best_eval: float | None) -> bool:
         return best_eval is not None and best_eval >= self.threshold
@@ -114,8 +134,17 @@ class TrainToTarget:
         """One `gpu-envs train PRESET --seed SEED` in a fresh process; its log stays in a temp folder."""
         with tempfile.TemporaryDirectory(prefix=f"{self.bench}_") as tmp:
             result_path, log_path = os.path.join(tmp, "result.json"), os.path.join(tmp, "train.log")
-            command = [sys.executable, "-c", _CHILD, result_path, self.preset, "--seed", str(seed),
-                       f"saving.basedir={tmp}", *overrides]
+            command = [
+                sys.executable,
+                "-c",
+                _CHILD,
+                result_path,
+                self.preset,
+                "--seed",
+                str(seed),
+                f"saving.basedir={tmp}",
+                *overrides,
+            ]
             start = time.perf_counter()
             with open(log_path, "w") as log:
                 code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode
@@ -123,14 +152,21 @@ class TrainToTarget:
             if code != 0:
                 with open(log_path) as log:
                     tail = log.read()[-3000:]
-                raise RuntimeError(f"gpu-envs train {self.preset} --seed {seed} exited with {code}:\n{tail}")
+                raise RuntimeError(
+                    f"gpu-envs train {self.preset} --seed {seed} exited with {code}:\n{tail}"
+                )
             with open(result_path) as f:
                 result = json.load(f)
         best = result["best_eval"] if result["best_eval"] > float("-inf") else None
         reached = self.reached(best)
-        return dict(train_s=result["train_seconds"] if reached else None,
-                    steps=result["env_steps"] if reached else None, best_eval=best,
-                    total_train_s=result["train_seconds"], total_steps=result["env_steps"], wall_s=wall)
+        return dict(
+            train_s=result["train_seconds"] if reached else None,
+            steps=result["env_steps"] if reached else None,
+            best_eval=best,
+            total_train_s=result["train_seconds"],
+            total_steps=result["env_steps"],
+            wall_s=wall,
+        )
 
     def threshold_callback(self, eval_freq: int, episodes: int, seed: int) -> BaseCallback:
         """An SB3 callback: deterministic evaluations every ``eval_freq`` timesteps (after the update)
@@ -159,10 +195,14 @@ class TrainToTarget:
 
             def evaluate(self) -> None:
                 tick = time.perf_counter()
-                mean, _ = evaluate_policy(self.model, self.eval_env, n_eval_episodes=episodes, deterministic=True)
+                mean, _ = evaluate_policy(
+                    self.model, self.eval_env, n_eval_episodes=episodes, deterministic=True
+                )
                 self.eval_s += time.perf_counter() - tick
                 self.evaluated_at = self.num_timesteps
-                self.best_eval = float(mean) if self.best_eval is None else max(self.best_eval, float(mean))
+                self.best_eval = (
+                    float(mean) if self.best_eval is None else max(self.best_eval, float(mean))
+                )
                 if bench.reached(float(mean)):
                     self.reached = dict(train_s=self.train_s(), steps=self.num_timesteps)
 
@@ -193,14 +233,21 @@ class TrainToTarget:
         wall = time.perf_counter() - start
         model.get_env().close()
         reached = callback.reached or dict(train_s=None, steps=None)
-        return dict(**reached, best_eval=callback.best_eval, total_train_s=wall - callback.eval_s,
-                    total_steps=int(model.num_timesteps), wall_s=wall)
+        return dict(
+            **reached,
+            best_eval=callback.best_eval,
+            total_train_s=wall - callback.eval_s,
+            total_steps=int(model.num_timesteps),
+            wall_s=wall,
+        )
 
     def warm_up_sb3(self) -> float:
         """One short SB3 run with an evaluation (torch's first calls), before any timed run; seconds."""
         start = time.perf_counter()
-        self.sb3_model(0).learn(total_timesteps=self.sb3_warm_up_steps,
-                                callback=self.threshold_callback(eval_freq=1, episodes=1, seed=0))
+        self.sb3_model(0).learn(
+            total_timesteps=self.sb3_warm_up_steps,
+            callback=self.threshold_callback(eval_freq=1, episodes=1, seed=0),
+        )
         return time.perf_counter() - start
 
     def summarize(self, runs: list[dict]) -> dict:
@@ -215,41 +262,65 @@ class TrainToTarget:
 
         def median(key: str) -> float | None:
             """Median over the seeds, a seed that never reached the threshold counting as infinitely slow."""
-            value = statistics.median(math.inf if row[key] is None else row[key] for row in per_seed)
+            value = statistics.median(
+                math.inf if row[key] is None else row[key] for row in per_seed
+            )
             return None if math.isinf(value) else value
 
-        reached = {impl: sum(row[f"{impl}_s"] is not None for row in per_seed) for impl in IMPLEMENTATIONS}
+        reached = {
+            impl: sum(row[f"{impl}_s"] is not None for row in per_seed) for impl in IMPLEMENTATIONS
+        }
         ours, sb3 = median("gpu_envs_s"), median("sb3_s")
         ratio = ours / sb3 if ours is not None and sb3 is not None else None
         all_reached = reached["gpu_envs"] == len(per_seed)
-        return dict(per_seed=per_seed, median_gpu_envs_s=ours, median_sb3_s=sb3, ratio_of_medians=ratio,
-                    median_per_seed_ratio=median("ratio"), target_ratio=self.target_ratio,
-                    threshold=self.threshold, seeds=len(per_seed), gpu_envs_seeds_reached=reached["gpu_envs"],
-                    sb3_seeds_reached=reached["sb3"], gpu_envs_all_reached=all_reached,
-                    target_met=all_reached and ratio is not None and ratio <= self.target_ratio)
+        return dict(
+            per_seed=per_seed,
+            median_gpu_envs_s=ours,
+            median_sb3_s=sb3,
+            ratio_of_medians=ratio,
+            median_per_seed_ratio=median("ratio"),
+            target_ratio=self.target_ratio,
+            threshold=self.threshold,
+            seeds=len(per_seed),
+            gpu_envs_seeds_reached=reached["gpu_envs"],
+            sb3_seeds_reached=reached["sb3"],
+            gpu_envs_all_reached=all_reached,
+            target_met=all_reached and ratio is not None and ratio <= self.target_ratio,
+        )
 
     def markdown(self, runs: list[dict], summary: dict) -> str:
         threshold = self.threshold
-        lines = [f"| impl | seed | train s to eval ≥ {threshold:g} | env steps then | best eval | train s total | "
-                 "env steps total | wall s (process / learn) | background CPU before | load avg |",
-                 "|---|---|---|---|---|---|---|---|---|---|"]
+        lines = [
+            f"| impl | seed | train s to eval ≥ {threshold:g} | env steps then | best eval | train s total | "
+            "env steps total | wall s (process / learn) | background CPU before | load avg |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for r in runs:
-            lines.append(f"| {r['impl']} | {r['seed']} | {_fmt(r['train_s'], '.2f')} | "
-                         f"{_fmt(r['steps'], 'd', '–')} | {_fmt(r['best_eval'], '.1f', '–')} | "
-                         f"{r['total_train_s']:.2f} | {r['total_steps']} | "
-                         f"{r['wall_s']:.1f} | {timing.format_share(r['background_busy_before'])} | "
-                         f"{r['loadavg_before']:.1f} → {r['loadavg_after']:.1f} |")
+            lines.append(
+                f"| {r['impl']} | {r['seed']} | {_fmt(r['train_s'], '.2f')} | "
+                f"{_fmt(r['steps'], 'd', '–')} | {_fmt(r['best_eval'], '.1f', '–')} | "
+                f"{r['total_train_s']:.2f} | {r['total_steps']} | "
+                f"{r['wall_s']:.1f} | {timing.format_share(r['background_busy_before'])} | "
+                f"{r['loadavg_before']:.1f} → {r['loadavg_after']:.1f} |"
+            )
         lines += ["", "| seed | gpu_envs s | sb3 s | gpu_envs / sb3 |", "|---|---|---|---|"]
         for row in summary["per_seed"]:
-            lines.append(f"| {row['seed']} | {_fmt(row['gpu_envs_s'], '.2f')} | {_fmt(row['sb3_s'], '.2f')} | "
-                         f"{_fmt(row['ratio'], '.3f', '–')} |")
-        lines.append(f"| median | {_fmt(summary['median_gpu_envs_s'], '.2f')} | "
-                     f"{_fmt(summary['median_sb3_s'], '.2f')} | {_fmt(summary['median_per_seed_ratio'], '.3f', '–')} |")
+            lines.append(
+                f"| {row['seed']} | {_fmt(row['gpu_envs_s'], '.2f')} | {_fmt(row['sb3_s'], '.2f')} | "
+                f"{_fmt(row['ratio'], '.3f', '–')} |"
+            )
+        lines.append(
+            f"| median | {_fmt(summary['median_gpu_envs_s'], '.2f')} | "
+            f"{_fmt(summary['median_sb3_s'], '.2f')} | {_fmt(summary['median_per_seed_ratio'], '.3f', '–')} |"
+        )
         met = "met" if summary["target_met"] else "not met"
         seeds = summary["seeds"]
-        lines += ["", f"gpu_envs reached {threshold:g} on {summary['gpu_envs_seeds_reached']}/{seeds} seeds, "
-                      f"sb3 on {summary['sb3_seeds_reached']}/{seeds}; target: all seeds and median gpu_envs s / "
-                      f"median sb3 s ≤ {self.target_ratio:g}: {_fmt(summary['ratio_of_medians'], '.3f', '–')} ({met})"]
+        lines += [
+            "",
+            f"gpu_envs reached {threshold:g} on {summary['gpu_envs_seeds_reached']}/{seeds} seeds, "
+            f"sb3 on {summary['sb3_seeds_reached']}/{seeds}; target: all seeds and median gpu_envs s / "
+            f"median sb3 s ≤ {self.target_ratio:g}: {_fmt(summary['ratio_of_medians'], '.3f', '–')} ({met})",
+        ]
         return "\n".join(lines)
 
     def run_measured(self, impl: str, seed: int, args: argparse.Namespace) -> dict:
@@ -260,8 +331,14 @@ class TrainToTarget:
             result = self.run_ours(seed, args.override)
         else:
             result = self.run_sb3(seed, args.timesteps, args.sb3_eval_freq, args.eval_episodes)
-        return dict(impl=impl, seed=seed, **result, background_busy_before=busy,
-                    loadavg_before=load_before, loadavg_after=os.getloadavg()[0])
+        return dict(
+            impl=impl,
+            seed=seed,
+            **result,
+            background_busy_before=busy,
+            loadavg_before=load_before,
+            loadavg_after=os.getloadavg()[0],
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         """Entry point of ``gpu-envs bench train-PRESET``: the runs, their table and the JSON record."""
@@ -269,16 +346,23 @@ class TrainToTarget:
 
         torch.set_num_threads(args.threads)
         seeds = [int(s) for s in args.seeds.split(",")]
-        record = dict(bench=self.bench, date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                      machine=machine_info(), args={k: v for k, v in vars(args).items() if k != "func"},
-                      sb3_first_call_s=self.warm_up_sb3())
+        record = dict(
+            bench=self.bench,
+            date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            machine=machine_info(),
+            args={k: v for k, v in vars(args).items() if k != "func"},
+            sb3_first_call_s=self.warm_up_sb3(),
+        )
         runs = []
         for k, seed in enumerate(seeds):
             for impl in IMPLEMENTATIONS if k % 2 == 0 else IMPLEMENTATIONS[::-1]:
                 r = self.run_measured(impl, seed, args)
                 runs.append(r)
-                print(f"{impl:8s} seed {seed}: train s to {self.threshold:g}: {_fmt(r['train_s'], '.2f')} "
-                      f"(best eval {_fmt(r['best_eval'], '.1f', '–')}, wall {r['wall_s']:.1f} s)", flush=True)
+                print(
+                    f"{impl:8s} seed {seed}: train s to {self.threshold:g}: {_fmt(r['train_s'], '.2f')} "
+                    f"(best eval {_fmt(r['best_eval'], '.1f', '–')}, wall {r['wall_s']:.1f} s)",
+                    flush=True,
+                )
         record.update(runs=runs, summary=self.summarize(runs))
         print(self.markdown(runs, record["summary"]))
         if args.json:
@@ -312,5 +396,10 @@ def machine_info() -> dict:
     import importlib.metadata as metadata
 
     packages = ("gpu-envs", "torch", "stable-baselines3", "gymnasium", "lightning", "numba")
-    return dict(platform=platform.platform(), cpu_model=cpu_model(), cpus=os.cpu_count(),
-                python=platform.python_version(), versions={p: metadata.version(p) for p in packages})
+    return dict(
+        platform=platform.platform(),
+        cpu_model=cpu_model(),
+        cpus=os.cpu_count(),
+        python=platform.python_version(),
+        versions={p: metadata.version(p) for p in packages},
+    )

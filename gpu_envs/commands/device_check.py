@@ -22,7 +22,7 @@ import argparse
 import dataclasses
 import json
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 NO_GPU_EXIT = 2
 FAIL_EXIT = 1
@@ -40,33 +40,66 @@ class Row:
 
 
 def _parity_row(check: str, setting: str, report, record: dict) -> Row:
-    return Row(check, setting, report.summary(), report.verdict, {"kind": "parity", **record, **report.to_record()})
+    return Row(
+        check,
+        setting,
+        report.summary(),
+        report.verdict,
+        {"kind": "parity", **record, **report.to_record()},
+    )
 
 
 # --------------------------------------------------------------------------------------- CartPole
-def cartpole_parity(device: str, *, reference_device: str = "cpu", dtype: str = "float32",
-                    autoreset_mode: str = "next_step", num_envs: int = 4096, steps: int = 2000,
-                    max_episode_steps: int = 50, seed: int = 0) -> Row:
+def cartpole_parity(
+    device: str,
+    *,
+    reference_device: str = "cpu",
+    dtype: str = "float32",
+    autoreset_mode: str = "next_step",
+    num_envs: int = 4096,
+    steps: int = 2000,
+    max_episode_steps: int = 50,
+    seed: int = 0,
+) -> Row:
     """CartPole on ``device`` against ``reference_device``: same seeds, same random actions."""
     import torch
 
     from gpu_envs.cartpole import CartPoleVectorEnv
     from gpu_envs.utils.parity import compare_envs
 
-    reference, candidate = (CartPoleVectorEnv(num_envs, device=dev, dtype=dtype, autoreset_mode=autoreset_mode,
-                                              max_episode_steps=max_episode_steps)
-                            for dev in (reference_device, device))
+    reference, candidate = (
+        CartPoleVectorEnv(
+            num_envs,
+            device=dev,
+            dtype=dtype,
+            autoreset_mode=autoreset_mode,
+            max_episode_steps=max_episode_steps,
+        )
+        for dev in (reference_device, device)
+    )
     generator = torch.Generator().manual_seed(seed)
-    report = compare_envs(reference, candidate, lambda _: torch.randint(0, 2, (num_envs,), generator=generator),
-                          steps, seed=seed)
-    setting = (f"{dtype}, {autoreset_mode}, {num_envs} envs x {steps} steps, "
-               f"max_episode_steps={max_episode_steps}, {reference_device} vs {device}")
-    return _parity_row("cartpole parity", setting, report,
-                       {"game": "cartpole", "dtype": dtype, "autoreset_mode": autoreset_mode})
+    report = compare_envs(
+        reference,
+        candidate,
+        lambda _: torch.randint(0, 2, (num_envs,), generator=generator),
+        steps,
+        seed=seed,
+    )
+    setting = (
+        f"{dtype}, {autoreset_mode}, {num_envs} envs x {steps} steps, "
+        f"max_episode_steps={max_episode_steps}, {reference_device} vs {device}"
+    )
+    return _parity_row(
+        "cartpole parity",
+        setting,
+        report,
+        {"game": "cartpole", "dtype": dtype, "autoreset_mode": autoreset_mode},
+    )
 
 
-def cartpole_throughput(device: str, log2_sizes: range, timing_options: dict,
-                        dtype: str = "float32") -> list[Row]:
+def cartpole_throughput(
+    device: str, log2_sizes: range, timing_options: dict, dtype: str = "float32"
+) -> list[Row]:
     """env-steps/s of ``CartPoleVectorEnv`` on ``device``, with and without action validation."""
     from gpu_envs.benchmarks.cartpole import gpu_envs_runner
 
@@ -76,15 +109,26 @@ def cartpole_throughput(device: str, log2_sizes: range, timing_options: dict,
         pool = max(2, min(64, 2**24 // num_envs))
         for validate in (True, False):
             runner = gpu_envs_runner(device, dtype, validate, pool)(num_envs, 0)
-            rows.append(_throughput_row("cartpole throughput", f"2^{log2} envs, {dtype}, "
-                                        f"validate_actions={validate}", runner, timing_options,
-                                        {"game": "cartpole", "num_envs": num_envs, "dtype": dtype,
-                                         "validate_actions": validate}))
+            rows.append(
+                _throughput_row(
+                    "cartpole throughput",
+                    f"2^{log2} envs, {dtype}, validate_actions={validate}",
+                    runner,
+                    timing_options,
+                    {
+                        "game": "cartpole",
+                        "num_envs": num_envs,
+                        "dtype": dtype,
+                        "validate_actions": validate,
+                    },
+                )
+            )
     return rows
 
 
-def _throughput_row(check: str, setting: str, runner, timing_options: dict, record: dict,
-                    agents_per_env: int = 1) -> Row:
+def _throughput_row(
+    check: str, setting: str, runner, timing_options: dict, record: dict, agents_per_env: int = 1
+) -> Row:
     from gpu_envs.benchmarks import timing
 
     try:
@@ -99,19 +143,33 @@ def _throughput_row(check: str, setting: str, runner, timing_options: dict, reco
 
 
 # --------------------------------------------------------------------------------------- Pendulum
-def pendulum_parity(device: str, *, reference_device: str = "cpu", dtype: str = "float32",
-                    num_envs: int = 1024, steps: int = 400, seed: int = 0) -> Row:
+def pendulum_parity(
+    device: str,
+    *,
+    reference_device: str = "cpu",
+    dtype: str = "float32",
+    num_envs: int = 1024,
+    steps: int = 400,
+    seed: int = 0,
+) -> Row:
     """Pendulum on ``device`` against ``reference_device``: same seeds, same random torques."""
     import torch
 
     from gpu_envs.pendulum import PendulumVectorEnv
     from gpu_envs.utils.parity import compare_envs
 
-    reference, candidate = (PendulumVectorEnv(num_envs, device=dev, dtype=dtype, max_episode_steps=50)
-                            for dev in (reference_device, device))
+    reference, candidate = (
+        PendulumVectorEnv(num_envs, device=dev, dtype=dtype, max_episode_steps=50)
+        for dev in (reference_device, device)
+    )
     generator = torch.Generator().manual_seed(seed)
-    report = compare_envs(reference, candidate,
-                          lambda _: torch.rand((num_envs, 1), generator=generator) * 4.0 - 2.0, steps, seed=seed)
+    report = compare_envs(
+        reference,
+        candidate,
+        lambda _: torch.rand((num_envs, 1), generator=generator) * 4.0 - 2.0,
+        steps,
+        seed=seed,
+    )
     setting = f"{dtype}, {num_envs} envs x {steps} steps, {reference_device} vs {device}"
     return _parity_row("pendulum parity", setting, report, {"game": "pendulum", "dtype": dtype})
 
@@ -133,8 +191,15 @@ def _tag_actions(env, generator, leading: tuple[int, ...] = ()):
     return torch.stack((acc, turn), dim=-1)
 
 
-def tag_parity(device: str, *, reference_device: str = "cpu", num_envs: int = 64, steps: int = 400,
-               seed: int = 0, params: dict | None = None) -> Row:
+def tag_parity(
+    device: str,
+    *,
+    reference_device: str = "cpu",
+    num_envs: int = 64,
+    steps: int = 400,
+    seed: int = 0,
+    params: dict | None = None,
+) -> Row:
     """Tag (the seed config, or ``params``) on ``device`` against ``reference_device``: same seeds
     and actions."""
     import torch
@@ -145,9 +210,13 @@ def tag_parity(device: str, *, reference_device: str = "cpu", num_envs: int = 64
     config = tag_config() if params is None else params
     reference, candidate = (TagEnv(num_envs, dev, **config) for dev in (reference_device, device))
     generator = torch.Generator().manual_seed(seed)
-    report = compare_envs(reference, candidate, lambda _: _tag_actions(reference, generator), steps, seed=seed)
-    setting = (f"{'seed config' if params is None else 'small config'}, {num_envs} envs x {steps} steps, "
-               f"{reference_device} vs {device}")
+    report = compare_envs(
+        reference, candidate, lambda _: _tag_actions(reference, generator), steps, seed=seed
+    )
+    setting = (
+        f"{'seed config' if params is None else 'small config'}, {num_envs} envs x {steps} steps, "
+        f"{reference_device} vs {device}"
+    )
     return _parity_row("tag parity", setting, report, {"game": "tag"})
 
 
@@ -169,11 +238,22 @@ def tag_throughput(device: str, log2_sizes: range, timing_options: dict) -> list
         pool = _tag_actions(env, generator, (8,)).to(env.device)
         next_actions = cycle_pool(pool)
         sync = torch.cuda.synchronize if env.device.type == "cuda" else None
-        runner = Runner(lambda: env.step(next_actions()), num_envs, sync, env.close)
-        rows.append(_throughput_row("tag throughput", f"2^{log2} envs, seed config ({env.num_agents} agents)",
-                                    runner, timing_options,
-                                    {"game": "tag", "num_envs": num_envs, "agents_per_env": env.num_agents},
-                                    env.num_agents))
+        runner = Runner(
+            lambda env=env, next_actions=next_actions: env.step(next_actions()),
+            num_envs,
+            sync,
+            env.close,
+        )
+        rows.append(
+            _throughput_row(
+                "tag throughput",
+                f"2^{log2} envs, seed config ({env.num_agents} agents)",
+                runner,
+                timing_options,
+                {"game": "tag", "num_envs": num_envs, "agents_per_env": env.num_agents},
+                env.num_agents,
+            )
+        )
     return rows
 
 
@@ -182,7 +262,9 @@ def _log2_range(text: str) -> range:
     try:
         low, high = (int(part) for part in text.split(":"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected LOW:HIGH (powers of two), got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected LOW:HIGH (powers of two), got {text!r}"
+        ) from None
     if not 0 <= low <= high:
         raise argparse.ArgumentTypeError(f"expected 0 <= LOW <= HIGH, got {text!r}")
     return range(low, high + 1)
@@ -190,28 +272,58 @@ def _log2_range(text: str) -> range:
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "device-check", help="CPU-vs-CUDA parity and CUDA throughput (needs a GPU)",
-        description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+        "device-check",
+        help="CPU-vs-CUDA parity and CUDA throughput (needs a GPU)",
+        description=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--device", default="cuda", help="CUDA device to check (cuda)")
     parser.add_argument("--parity-envs", type=int, default=4096, help="CartPole parity envs (4096)")
-    parser.add_argument("--parity-steps", type=int, default=2000, help="CartPole parity steps (2000)")
-    parser.add_argument("--max-episode-steps", type=int, default=50,
-                        help="CartPole truncation in the parity run, short to exercise it (50)")
-    parser.add_argument("--cartpole-log2", type=_log2_range, default=range(10, 23), metavar="LOW:HIGH",
-                        help="CartPole throughput sizes 2^LOW..2^HIGH (10:22)")
+    parser.add_argument(
+        "--parity-steps", type=int, default=2000, help="CartPole parity steps (2000)"
+    )
+    parser.add_argument(
+        "--max-episode-steps",
+        type=int,
+        default=50,
+        help="CartPole truncation in the parity run, short to exercise it (50)",
+    )
+    parser.add_argument(
+        "--cartpole-log2",
+        type=_log2_range,
+        default=range(10, 23),
+        metavar="LOW:HIGH",
+        help="CartPole throughput sizes 2^LOW..2^HIGH (10:22)",
+    )
     parser.add_argument("--tag-parity-envs", type=int, default=64, help="Tag parity games (64)")
     parser.add_argument("--tag-parity-steps", type=int, default=400, help="Tag parity steps (400)")
-    parser.add_argument("--tag-log2", type=_log2_range, default=range(6, 13), metavar="LOW:HIGH",
-                        help="Tag throughput sizes 2^LOW..2^HIGH (6:12)")
+    parser.add_argument(
+        "--tag-log2",
+        type=_log2_range,
+        default=range(6, 13),
+        metavar="LOW:HIGH",
+        help="Tag throughput sizes 2^LOW..2^HIGH (6:12)",
+    )
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats per size (3)")
-    parser.add_argument("--target-seconds", type=float, default=0.3, help="length of one repeat (0.3)")
+    parser.add_argument(
+        "--target-seconds", type=float, default=0.3, help="length of one repeat (0.3)"
+    )
     parser.add_argument("--warmup-seconds", type=float, default=0.3, help="minimum warm-up (0.3)")
     parser.add_argument("--skip-throughput", action="store_true", help="parity checks only")
-    parser.add_argument("--quick", action="store_true",
-                        help="small parity runs of every game, no throughput: seconds on a GPU, minutes "
-                             "in the CUDA simulator (NUMBA_ENABLE_CUDASIM=1, the CI's simulated device)")
-    parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
-                        help="write the rows as JSON to PATH ('-' or no value: stdout, table to stderr)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="small parity runs of every game, no throughput: seconds on a GPU, minutes "
+        "in the CUDA simulator (NUMBA_ENABLE_CUDASIM=1, the CI's simulated device)",
+    )
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        default=None,
+        metavar="PATH",
+        help="write the rows as JSON to PATH ('-' or no value: stdout, table to stderr)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -219,29 +331,59 @@ def _quick(args) -> None:
     """``--quick``: sizes the CUDA simulator runs in minutes, and no throughput."""
     args.parity_envs, args.parity_steps, args.max_episode_steps = 16, 60, 12
     args.tag_parity_envs, args.tag_parity_steps, args.skip_throughput = 2, 12, True
-    args.tag_params = dict(num_taggers=2, num_runners=6, episode_length=8, grid_length=3.0,
-                           tagging_distance=0.15, use_full_observation=False, num_other_agents_observed=3)
+    args.tag_params = dict(
+        num_taggers=2,
+        num_runners=6,
+        episode_length=8,
+        grid_length=3.0,
+        tagging_distance=0.15,
+        use_full_observation=False,
+        num_other_agents_observed=3,
+    )
 
 
 def plan(args) -> list[Callable[[], list[Row]]]:
     """The checks to run, in order: CartPole parity and throughput, Pendulum parity, then Tag's."""
     if args.quick:
         _quick(args)
-    timing_options = dict(repeats=args.repeats, target_seconds=args.target_seconds,
-                          warmup_seconds=args.warmup_seconds)
+    timing_options = dict(
+        repeats=args.repeats, target_seconds=args.target_seconds, warmup_seconds=args.warmup_seconds
+    )
     steps: list[Callable[[], list[Row]]] = []
     for dtype in ("float64", "float32"):
         for mode in ("next_step", "same_step"):
-            steps.append(lambda dtype=dtype, mode=mode: [cartpole_parity(
-                args.device, dtype=dtype, autoreset_mode=mode, num_envs=args.parity_envs,
-                steps=args.parity_steps, max_episode_steps=args.max_episode_steps)])
+            steps.append(
+                lambda dtype=dtype, mode=mode: [
+                    cartpole_parity(
+                        args.device,
+                        dtype=dtype,
+                        autoreset_mode=mode,
+                        num_envs=args.parity_envs,
+                        steps=args.parity_steps,
+                        max_episode_steps=args.max_episode_steps,
+                    )
+                ]
+            )
     if not args.skip_throughput:
         steps.append(lambda: cartpole_throughput(args.device, args.cartpole_log2, timing_options))
     for dtype in ("float64", "float32"):
-        steps.append(lambda dtype=dtype: [pendulum_parity(args.device, dtype=dtype, num_envs=args.parity_envs,
-                                                          steps=args.parity_steps)])
-    steps.append(lambda: [tag_parity(args.device, num_envs=args.tag_parity_envs,
-                                     steps=args.tag_parity_steps, params=getattr(args, "tag_params", None))])
+        steps.append(
+            lambda dtype=dtype: [
+                pendulum_parity(
+                    args.device, dtype=dtype, num_envs=args.parity_envs, steps=args.parity_steps
+                )
+            ]
+        )
+    steps.append(
+        lambda: [
+            tag_parity(
+                args.device,
+                num_envs=args.tag_parity_envs,
+                steps=args.tag_parity_steps,
+                params=getattr(args, "tag_params", None),
+            )
+        ]
+    )
     if not args.skip_throughput:
         steps.append(lambda: tag_throughput(args.device, args.tag_log2, timing_options))
     return steps
@@ -251,8 +393,10 @@ def format_table(rows: list[Row]) -> str:
     """All rows as one Markdown table."""
     from gpu_envs.benchmarks.timing import markdown_table
 
-    return markdown_table(["check", "setting", "result", "status"],
-                          [[r.check, r.setting, r.result, r.status] for r in rows])
+    return markdown_table(
+        ["check", "setting", "result", "status"],
+        [[r.check, r.setting, r.result, r.status] for r in rows],
+    )
 
 
 def exit_status(rows: list[Row]) -> int:
@@ -266,20 +410,31 @@ def run(args) -> int:
 
     simulated = simulated_cuda()
     if not (cuda_available() or simulated):
-        print("gpu-envs device-check: no usable CUDA GPU here (it needs torch.cuda.is_available() and "
-              "numba-cuda to find a driver); run it on a machine with an NVIDIA GPU. The CPU paths are "
-              "covered by the test suite and `gpu-envs bench`.", file=sys.stderr)
+        print(
+            "gpu-envs device-check: no usable CUDA GPU here (it needs torch.cuda.is_available() and "
+            "numba-cuda to find a driver); run it on a machine with an NVIDIA GPU. The CPU paths are "
+            "covered by the test suite and `gpu-envs bench`.",
+            file=sys.stderr,
+        )
         return NO_GPU_EXIT
     import torch
 
     out = sys.stderr if args.json == "-" else sys.stdout
-    name = "numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)" if simulated else torch.cuda.get_device_name(args.device)
+    name = (
+        "numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)"
+        if simulated
+        else torch.cuda.get_device_name(args.device)
+    )
     print(f"device-check on {name}", file=out, flush=True)
     rows: list[Row] = []
     for check in plan(args):
         for row in check():
             rows.append(row)
-            print(f"  {row.check}: {row.setting}: {row.result} {row.status}", file=sys.stderr, flush=True)
+            print(
+                f"  {row.check}: {row.setting}: {row.result} {row.status}",
+                file=sys.stderr,
+                flush=True,
+            )
     print(format_table(rows), file=out, flush=True)
     if args.json is not None:
         text = json.dumps([dataclasses.asdict(r) for r in rows], indent=1, default=str)

@@ -18,40 +18,76 @@ import json
 from pathlib import Path
 
 #: Single-agent games: the reference return each report compares with, and what it is.
-REFERENCE_RETURNS = {"cartpole": (475.0, "CartPole-v1 reward threshold"),
-                     "pendulum": (-250.0, "Pendulum training target")}
+REFERENCE_RETURNS = {
+    "cartpole": (475.0, "CartPole-v1 reward threshold"),
+    "pendulum": (-250.0, "Pendulum training target"),
+}
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("evaluate", help="score a trained checkpoint (greedy returns, Tag matchups)")
+    parser = subparsers.add_parser(
+        "evaluate", help="score a trained checkpoint (greedy returns, Tag matchups)"
+    )
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("checkpoint", type=Path, help="trainer checkpoint (<experiment>/ckpt/*.pth.tar)")
-    common.add_argument("--episodes", type=int, default=100, help="episodes (per matchup for tag), one env each")
-    common.add_argument("--seed", type=int, default=0, help="episode i starts from seed + i; seeds the action draws")
+    common.add_argument(
+        "checkpoint", type=Path, help="trainer checkpoint (<experiment>/ckpt/*.pth.tar)"
+    )
+    common.add_argument(
+        "--episodes", type=int, default=100, help="episodes (per matchup for tag), one env each"
+    )
+    common.add_argument(
+        "--seed", type=int, default=0, help="episode i starts from seed + i; seeds the action draws"
+    )
     common.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
-    common.add_argument("--json", type=Path, default=None, dest="json_path", help="also write the report here")
+    common.add_argument(
+        "--json", type=Path, default=None, dest="json_path", help="also write the report here"
+    )
     games = parser.add_subparsers(dest="game", required=True, metavar="GAME")
     for name in REFERENCE_RETURNS:
-        single = games.add_parser(name, parents=[common], help="greedy mean return over seeded episodes")
+        single = games.add_parser(
+            name, parents=[common], help="greedy mean return over seeded episodes"
+        )
         single.set_defaults(func=run_single_agent)
-    tag = games.add_parser("tag", parents=[common], help="trained vs random Tag teams: runners tagged per episode")
-    tag.add_argument("--greedy", action="store_true", help="trained teams take argmax actions (default: sampled)")
+    tag = games.add_parser(
+        "tag", parents=[common], help="trained vs random Tag teams: runners tagged per episode"
+    )
+    tag.add_argument(
+        "--greedy", action="store_true", help="trained teams take argmax actions (default: sampled)"
+    )
     tag.set_defaults(func=run_tag)
 
 
 def run_single_agent(args: argparse.Namespace) -> int:
     from gpu_envs.trainers.evaluation import evaluate_checkpoint
 
-    report = _evaluate(args.game, args, lambda: evaluate_checkpoint(
-        args.checkpoint, episodes=args.episodes, seed=args.seed, device=args.device, game=args.game))
+    report = _evaluate(
+        args.game,
+        args,
+        lambda: evaluate_checkpoint(
+            args.checkpoint,
+            episodes=args.episodes,
+            seed=args.seed,
+            device=args.device,
+            game=args.game,
+        ),
+    )
     return _emit(format_returns(report, args.game), report, args.json_path)
 
 
 def run_tag(args: argparse.Namespace) -> int:
     from gpu_envs.trainers.matchups import evaluate_matchups
 
-    report = _evaluate("tag", args, lambda: evaluate_matchups(
-        args.checkpoint, episodes=args.episodes, seed=args.seed, greedy=args.greedy, device=args.device))
+    report = _evaluate(
+        "tag",
+        args,
+        lambda: evaluate_matchups(
+            args.checkpoint,
+            episodes=args.episodes,
+            seed=args.seed,
+            greedy=args.greedy,
+            device=args.device,
+        ),
+    )
     return _emit(format_report(report), report, args.json_path)
 
 
@@ -77,11 +113,15 @@ def _emit(text: str, report, json_path: Path | None) -> int:
 def format_returns(report, game: str = "cartpole") -> str:
     """Each policy's greedy mean return, and whether it reaches the game's reference return."""
     reference, what = REFERENCE_RETURNS[game]
-    lines = [f"{report.checkpoint}: {report.episodes} greedy episodes, seeds {report.seed}..{report.seed + report.episodes - 1}"]
+    lines = [
+        f"{report.checkpoint}: {report.episodes} greedy episodes, seeds {report.seed}..{report.seed + report.episodes - 1}"
+    ]
     for tag in report.returns:
         mean = report.mean(tag)
         reached = "reached" if mean >= reference else "not reached"
-        lines.append(f"{tag}: mean return {mean:.2f} ± {report.stderr(tag):.2f} ({what} {reference:g}: {reached})")
+        lines.append(
+            f"{tag}: mean return {mean:.2f} ± {report.stderr(tag):.2f} ({what} {reference:g}: {reached})"
+        )
     return "\n".join(lines)
 
 
@@ -91,19 +131,33 @@ def format_report(report) -> str:
 
     actions = "greedy" if report.greedy else "sampled"
     width = max(len(r.name) for r in report.results)
-    lines = [f"{report.checkpoint}: {report.episodes} episodes per matchup, seed {report.seed}, "
-             f"{actions} actions of the trained teams",
-             f"{'matchup':<{width}}  runners tagged per episode (mean ± s.e.)"]
+    lines = [
+        f"{report.checkpoint}: {report.episodes} episodes per matchup, seed {report.seed}, "
+        f"{actions} actions of the trained teams",
+        f"{'matchup':<{width}}  runners tagged per episode (mean ± s.e.)",
+    ]
     lines += [f"{r.name:<{width}}  {r.mean:8.3f} ± {r.stderr:.3f}" for r in report.results]
     lines += [
-        _ratio_line("tagger ratio (trained taggers / random)", report.tagger_ratio, ">=", TAGGER_TARGET,
-                    report.tagger_pass),
-        _ratio_line("runner ratio (trained runners / random)", report.runner_ratio, "<=", RUNNER_TARGET,
-                    report.runner_pass),
+        _ratio_line(
+            "tagger ratio (trained taggers / random)",
+            report.tagger_ratio,
+            ">=",
+            TAGGER_TARGET,
+            report.tagger_pass,
+        ),
+        _ratio_line(
+            "runner ratio (trained runners / random)",
+            report.runner_ratio,
+            "<=",
+            RUNNER_TARGET,
+            report.runner_pass,
+        ),
     ]
     return "\n".join(lines)
 
 
 def _ratio_line(label: str, value: float, relation: str, target: float, met: bool) -> str:
-    return (f"{label}: {value:.3f} (target {relation} {target:.3f}): "
-            f"learning benchmark target {'met' if met else 'not met'}")
+    return (
+        f"{label}: {value:.3f} (target {relation} {target:.3f}): "
+        f"learning benchmark target {'met' if met else 'not met'}"
+    )

@@ -30,23 +30,60 @@ def add_parser(subparsers) -> None:
     games = parser.add_subparsers(dest="game", required=True, metavar="GAME")
     for name, fps in (("cartpole", 50.0), ("pendulum", 30.0)):
         single = games.add_parser(name, help=f"one greedy episode of a trained {name} policy")
-        single.add_argument("checkpoint", type=Path, help="trainer checkpoint (<experiment>/ckpt/*.pth.tar)")
-        single.add_argument("--out", type=Path, required=True,
-                            help="output file, .gif or .mp4 (mp4 needs imageio-ffmpeg)")
+        single.add_argument(
+            "checkpoint", type=Path, help="trainer checkpoint (<experiment>/ckpt/*.pth.tar)"
+        )
+        single.add_argument(
+            "--out",
+            type=Path,
+            required=True,
+            help="output file, .gif or .mp4 (mp4 needs imageio-ffmpeg)",
+        )
         single.add_argument("--seed", type=int, default=0, help="seed of the start state (0)")
-        single.add_argument("--fps", type=float, default=fps, help=f"frames per second of the animation ({fps:g})")
+        single.add_argument(
+            "--fps", type=float, default=fps, help=f"frames per second of the animation ({fps:g})"
+        )
         single.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
         single.set_defaults(func=run_single_agent)
-    tag = games.add_parser("tag", help="one episode of Tag (random policy, or a checkpoint's policies)")
-    tag.add_argument("checkpoint_path", nargs="?", type=Path, default=None, metavar="CHECKPOINT",
-                     help="trainer checkpoint whose policies to play (default: random play)")
-    tag.add_argument("--config", type=Path, help="YAML file: Tag parameters, or a run config with an env: section")
+    tag = games.add_parser(
+        "tag", help="one episode of Tag (random policy, or a checkpoint's policies)"
+    )
+    tag.add_argument(
+        "checkpoint_path",
+        nargs="?",
+        type=Path,
+        default=None,
+        metavar="CHECKPOINT",
+        help="trainer checkpoint whose policies to play (default: random play)",
+    )
+    tag.add_argument(
+        "--config",
+        type=Path,
+        help="YAML file: Tag parameters, or a run config with an env: section",
+    )
     for name, kind in _ENV_FLAGS.items():
-        tag.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=None,
-                         help=f"Tag parameter {name} (overrides --config)")
-    tag.add_argument("--out", type=Path, required=True, help="output file, .gif or .mp4 (mp4 needs imageio-ffmpeg)")
-    tag.add_argument("--seed", type=int, default=0, help="seed of the start state and the random policy")
-    tag.add_argument("--steps", type=int, default=None, help="stop after this many steps (default: the whole episode)")
+        tag.add_argument(
+            f"--{name.replace('_', '-')}",
+            dest=name,
+            type=kind,
+            default=None,
+            help=f"Tag parameter {name} (overrides --config)",
+        )
+    tag.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="output file, .gif or .mp4 (mp4 needs imageio-ffmpeg)",
+    )
+    tag.add_argument(
+        "--seed", type=int, default=0, help="seed of the start state and the random policy"
+    )
+    tag.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="stop after this many steps (default: the whole episode)",
+    )
     tag.add_argument("--fps", type=float, default=25.0, help="frames per second of the animation")
     tag.add_argument("--size", type=int, default=480, help="frame width in pixels")
     tag.add_argument("--checkpoint", type=Path, default=None, help="the same as CHECKPOINT")
@@ -63,9 +100,13 @@ def env_params_from(args: argparse.Namespace) -> dict[str, Any]:
         if isinstance(loaded, dict) and isinstance(loaded.get("env"), dict):
             loaded = loaded["env"]
         if not isinstance(loaded, dict):
-            raise SystemExit(f"{args.config}: expected a mapping of Tag parameters (or an env: section)")
+            raise SystemExit(
+                f"{args.config}: expected a mapping of Tag parameters (or an env: section)"
+            )
         params.update(loaded)
-    params.update({name: getattr(args, name) for name in _ENV_FLAGS if getattr(args, name) is not None})
+    params.update(
+        {name: getattr(args, name) for name in _ENV_FLAGS if getattr(args, name) is not None}
+    )
     return params
 
 
@@ -93,7 +134,9 @@ def run_single_agent(args: argparse.Namespace) -> int:
 
     check_out(args.out)
     try:
-        game, groups = load_trained_game(args.checkpoint, 1, args.device, game=args.game, render_mode="rgb_array")
+        game, groups = load_trained_game(
+            args.checkpoint, 1, args.device, game=args.game, render_mode="rgb_array"
+        )
         try:
             path = record_video(game, groups, args.out, fps=args.fps, seed=args.seed)
         finally:
@@ -109,13 +152,24 @@ def run_tag(args: argparse.Namespace) -> int:
 
     check_out(args.out)
     if args.checkpoint_path is not None and args.checkpoint is not None:
-        raise SystemExit("gpu-envs render tag: give the checkpoint once (CHECKPOINT or --checkpoint)")
+        raise SystemExit(
+            "gpu-envs render tag: give the checkpoint once (CHECKPOINT or --checkpoint)"
+        )
     checkpoint = args.checkpoint_path or args.checkpoint
     policy = None if checkpoint is None else load_checkpoint_policy(checkpoint)
-    params = env_params_from(args) if policy is None else {**policy.env_params, **env_params_from(args)}
+    params = (
+        env_params_from(args) if policy is None else {**policy.env_params, **env_params_from(args)}
+    )
     try:
-        frames = render_episode(params, policy=policy, seed=args.seed, out=args.out,
-                                steps=args.steps, fps=args.fps, size=args.size)
+        frames = render_episode(
+            params,
+            policy=policy,
+            seed=args.seed,
+            out=args.out,
+            steps=args.steps,
+            fps=args.fps,
+            size=args.size,
+        )
     except (ValueError, TypeError, RuntimeError) as error:
         raise SystemExit(f"gpu-envs render tag: {error}") from error
     print(f"wrote {args.out}: {len(frames)} frames")

@@ -14,9 +14,11 @@ def add_parser(subparsers) -> None:
     from gpu_envs.trainers import cli_args
 
     parser = subparsers.add_parser(
-        "train", help="train policies with PPO/A2C on Lightning Fabric",
+        "train",
+        help="train policies with PPO/A2C on Lightning Fabric",
         description="Train with PPO/A2C on Lightning Fabric. Multi-process: --devices N --strategy ddp, "
-                    "or `fabric run --strategy ddp --devices N $(python -m gpu_envs.trainers.run --path) ...`.")
+        "or `fabric run --strategy ddp --devices N $(python -m gpu_envs.trainers.run --path) ...`.",
+    )
     cli_args.add_arguments(parser)
     parser.set_defaults(func=run, accepts_extra=True)
 
@@ -49,7 +51,11 @@ def results_message(experiment: Path) -> str:
     if best.is_file():
         checkpoint = f"best checkpoint: {best}"
     else:
-        saved = sorted((experiment / "ckpt").glob("iteration_*.pth.tar"), key=lambda p: int(p.name.split("_")[1].split(".")[0]))
-        checkpoint = ("no best checkpoint (no evaluation ran: evaluation.eval_freq); "
-                      + (f"latest checkpoint: {saved[-1]}" if saved else "no checkpoint saved"))
+        saved = sorted(
+            (experiment / "ckpt").glob("iteration_*.pth.tar"),
+            key=lambda p: int(p.name.split("_")[1].split(".")[0]),
+        )
+        checkpoint = "no best checkpoint (no evaluation ran: evaluation.eval_freq); " + (
+            f"latest checkpoint: {saved[-1]}" if saved else "no checkpoint saved"
+        )
     return f"experiment folder: {experiment}\n{checkpoint}"

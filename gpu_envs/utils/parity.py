@@ -105,12 +105,15 @@ def classify_tag_difference(distance: float, margin: float, ulps: float = DEFAUL
     return Outcome.NEAR_TIE if ulp_distance(distance, margin) <= ulps else Outcome.MISMATCH
 
 
-def classify_termination_difference(x: float, theta: float,
-                                    tolerance: Tolerance = DEFAULT_TOLERANCES[torch.float64]) -> Outcome:
+def classify_termination_difference(
+    x: float, theta: float, tolerance: Tolerance = DEFAULT_TOLERANCES[torch.float64]
+) -> Outcome:
     """A CartPole terminated on one backend only, with cart position ``x`` and pole angle ``theta``
     (the post-step state): a NEAR_TIE when ``|x|`` or ``|theta|`` lies within ``tolerance`` of its
     threshold (2.4, 12 degrees), else a MISMATCH."""
-    at_threshold = tolerance.covers(abs(x), X_THRESHOLD) or tolerance.covers(abs(theta), THETA_THRESHOLD)
+    at_threshold = tolerance.covers(abs(x), X_THRESHOLD) or tolerance.covers(
+        abs(theta), THETA_THRESHOLD
+    )
     return Outcome.NEAR_TIE if at_threshold else Outcome.MISMATCH
 
 
@@ -185,7 +188,9 @@ class ParityReport:
         text = f"{self.verdict}: {self.num_envs} envs x {self.steps} steps"
         diffs = {name: diff for name, diff in self.max_abs_diff().items() if diff}
         if diffs:
-            text += "; max |diff| " + ", ".join(f"{name} {diff:.1e}" for name, diff in diffs.items())
+            text += "; max |diff| " + ", ".join(
+                f"{name} {diff:.1e}" for name, diff in diffs.items()
+            )
         text += f"; {len(self.near_ties)} near-tie(s), {len(self.mismatches)} mismatch(es)"
         for item in [*self.mismatches[:limit], *self.near_ties[:limit]]:
             text += f"; {item}"
@@ -193,10 +198,15 @@ class ParityReport:
 
     def to_record(self) -> dict[str, Any]:
         """A JSON-ready digest: verdict, counts, max ``|diff|`` per field, near-ties and mismatches."""
-        return {"verdict": self.verdict, "num_envs": self.num_envs, "steps": self.steps,
-                "diverged_envs": self.diverged_envs, "max_abs_diff": self.max_abs_diff(),
-                "near_ties": [dataclasses.asdict(n) for n in self.near_ties],
-                "mismatches": [dataclasses.asdict(m) for m in self.mismatches]}
+        return {
+            "verdict": self.verdict,
+            "num_envs": self.num_envs,
+            "steps": self.steps,
+            "diverged_envs": self.diverged_envs,
+            "max_abs_diff": self.max_abs_diff(),
+            "near_ties": [dataclasses.asdict(n) for n in self.near_ties],
+            "mismatches": [dataclasses.asdict(m) for m in self.mismatches],
+        }
 
 
 # --------------------------------------------------------------------------------- near-tie rules
@@ -288,9 +298,13 @@ def tag_rules(params, ulps: float = DEFAULT_ULPS) -> dict[str, NearTieRule]:
     """Tag's near-ties for :class:`gpu_envs.tag_params.TagParams` ``params``: the tag radius, and
     the kNN order in partial observation."""
     margin = float(np.float32(params.tagging_distance) * np.float32(params.grid_length))
-    rules = {"tag radius": partial(_tag_radius, num_taggers=params.num_taggers, margin=margin, ulps=ulps)}
+    rules = {
+        "tag radius": partial(_tag_radius, num_taggers=params.num_taggers, margin=margin, ulps=ulps)
+    }
     if not params.use_full_observation:
-        rules["kNN order"] = partial(_knn_order, num_observed=params.num_other_agents_observed, ulps=ulps)
+        rules["kNN order"] = partial(
+            _knn_order, num_observed=params.num_other_agents_observed, ulps=ulps
+        )
     return rules
 
 
@@ -314,39 +328,66 @@ def state_snapshot(env) -> dict[str, torch.Tensor]:
 
 def _fields(env, result: tuple) -> dict[str, torch.Tensor]:
     """The outputs of ``reset`` ((obs, info)) or ``step`` and the state snapshot, on the CPU."""
-    names = ("obs", "info") if len(result) == 2 else ("obs", "rewards", "terminated", "truncated", "info")
+    names = (
+        ("obs", "info")
+        if len(result) == 2
+        else ("obs", "rewards", "terminated", "truncated", "info")
+    )
     fields = {name: value for name, value in zip(names, result) if name != "info"}
-    fields.update({f"info/{key}": value for key, value in result[-1].items() if torch.is_tensor(value)})
+    fields.update(
+        {f"info/{key}": value for key, value in result[-1].items() if torch.is_tensor(value)}
+    )
     fields.update(state_snapshot(env))
     return {name: value.detach().to("cpu", copy=True) for name, value in fields.items()}
 
 
-def _agree(reference: torch.Tensor, candidate: torch.Tensor,
-           tolerances: Mapping[torch.dtype, Tolerance]) -> torch.Tensor:
+def _agree(
+    reference: torch.Tensor, candidate: torch.Tensor, tolerances: Mapping[torch.dtype, Tolerance]
+) -> torch.Tensor:
     if not reference.is_floating_point():
         return reference == candidate
     if reference.dtype not in tolerances:
-        raise ValueError(f"no tolerance for dtype {reference.dtype}: pass tolerances={{{reference.dtype}: "
-                         "Tolerance(rtol, atol), ...}}")
+        raise ValueError(
+            f"no tolerance for dtype {reference.dtype}: pass tolerances={{{reference.dtype}: "
+            "Tolerance(rtol, atol), ...}}"
+        )
     tol = tolerances[reference.dtype]
     return torch.isclose(candidate, reference, rtol=tol.rtol, atol=tol.atol, equal_nan=True)
 
 
-def _check_alike(reference: dict[str, torch.Tensor], candidate: dict[str, torch.Tensor], num_envs: int) -> None:
+def _check_alike(
+    reference: dict[str, torch.Tensor], candidate: dict[str, torch.Tensor], num_envs: int
+) -> None:
     if reference.keys() != candidate.keys():
-        raise ValueError(f"the envs report different fields: {sorted(reference)} vs {sorted(candidate)}; "
-                         "compare two envs of one game with the same settings")
+        raise ValueError(
+            f"the envs report different fields: {sorted(reference)} vs {sorted(candidate)}; "
+            "compare two envs of one game with the same settings"
+        )
     for name, value in reference.items():
         other = candidate[name]
-        if value.shape != other.shape or value.dtype != other.dtype or value.shape[:1] != (num_envs,):
-            raise ValueError(f"field {name!r} is {tuple(value.shape)} {value.dtype} on the reference and "
-                             f"{tuple(other.shape)} {other.dtype} on the candidate (expected [{num_envs}, ...] "
-                             "on both); build both envs with the same settings (dtype, num_envs)")
+        if (
+            value.shape != other.shape
+            or value.dtype != other.dtype
+            or value.shape[:1] != (num_envs,)
+        ):
+            raise ValueError(
+                f"field {name!r} is {tuple(value.shape)} {value.dtype} on the reference and "
+                f"{tuple(other.shape)} {other.dtype} on the candidate (expected [{num_envs}, ...] "
+                "on both); build both envs with the same settings (dtype, num_envs)"
+            )
 
 
-def compare_envs(reference, candidate, actions_fn: Callable[[int], torch.Tensor], steps: int, *,
-                 seed: int = 0, tolerances: Mapping[torch.dtype, Tolerance] | None = None,
-                 rules: Mapping[str, NearTieRule] | None = None, ulps: float = DEFAULT_ULPS) -> ParityReport:
+def compare_envs(
+    reference,
+    candidate,
+    actions_fn: Callable[[int], torch.Tensor],
+    steps: int,
+    *,
+    seed: int = 0,
+    tolerances: Mapping[torch.dtype, Tolerance] | None = None,
+    rules: Mapping[str, NearTieRule] | None = None,
+    ulps: float = DEFAULT_ULPS,
+) -> ParityReport:
     """Reset both envs with ``seed``, step them ``steps`` times with ``actions_fn(step)`` (step =
     1..steps; a CPU tensor, moved to each env's device) and compare them after every call.
 
@@ -358,7 +399,9 @@ def compare_envs(reference, candidate, actions_fn: Callable[[int], torch.Tensor]
     if steps < 0:
         raise ValueError(f"steps must be >= 0, got {steps}")
     if reference.num_envs != candidate.num_envs:
-        raise ValueError(f"num_envs differs: {reference.num_envs} (reference) vs {candidate.num_envs} (candidate)")
+        raise ValueError(
+            f"num_envs differs: {reference.num_envs} (reference) vs {candidate.num_envs} (candidate)"
+        )
     tolerances = DEFAULT_TOLERANCES if tolerances is None else tolerances
     rules = near_tie_rules(reference, ulps) if rules is None else rules
     num_envs = reference.num_envs
@@ -377,16 +420,24 @@ def compare_envs(reference, candidate, actions_fn: Callable[[int], torch.Tensor]
     return report
 
 
-def _compare_step(step: int, ref: dict[str, torch.Tensor], cand: dict[str, torch.Tensor],
-                  previous: dict[str, torch.Tensor] | None, compared: torch.Tensor,
-                  tolerances: Mapping[torch.dtype, Tolerance], rules: Mapping[str, NearTieRule],
-                  report: ParityReport) -> None:
+def _compare_step(
+    step: int,
+    ref: dict[str, torch.Tensor],
+    cand: dict[str, torch.Tensor],
+    previous: dict[str, torch.Tensor] | None,
+    compared: torch.Tensor,
+    tolerances: Mapping[torch.dtype, Tolerance],
+    rules: Mapping[str, NearTieRule],
+    report: ParityReport,
+) -> None:
     """Compare one step's fields over the ``compared`` envs, classify each differing env, record the
     outcome of every field in ``report`` and drop the differing envs from ``compared`` (in place)."""
     num_envs = compared.numel()
     beyond, diffs, exact = {}, {}, {}
     for name, value in ref.items():
-        beyond[name] = ~_agree(value, cand[name], tolerances).reshape(num_envs, -1).all(dim=1) & compared
+        beyond[name] = (
+            ~_agree(value, cand[name], tolerances).reshape(num_envs, -1).all(dim=1) & compared
+        )
         equal = (value == cand[name]).reshape(num_envs, -1).all(dim=1)
         if value.is_floating_point():
             equal |= (value.isnan() & cand[name].isnan()).reshape(num_envs, -1).all(dim=1)
@@ -397,9 +448,15 @@ def _compare_step(step: int, ref: dict[str, torch.Tensor], cand: dict[str, torch
     near_tie_envs = set()
     for env in torch.stack(list(beyond.values())).any(dim=0).nonzero().flatten().tolist():
         fields = tuple(name for name in ref if beyond[name][env])
-        div = Divergence(step, env, fields, {n: v[env] for n, v in ref.items()},
-                         {n: v[env] for n, v in cand.items()},
-                         None if previous is None else {n: v[env] for n, v in previous.items()}, tolerances)
+        div = Divergence(
+            step,
+            env,
+            fields,
+            {n: v[env] for n, v in ref.items()},
+            {n: v[env] for n, v in cand.items()},
+            None if previous is None else {n: v[env] for n, v in previous.items()},
+            tolerances,
+        )
         for kind, rule in rules.items():
             detail = rule(div)
             if detail is not None:
