@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import numba
 import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
 from gpu_envs.kernels import autoreset
+from gpu_envs.kernels.host import any_out_of_range
 
 _WIDE_UNSIGNED = frozenset({torch.uint16, torch.uint32, torch.uint64})
 _INTEGER_DTYPES = frozenset(
@@ -186,23 +186,12 @@ def _check_range(tensor: torch.Tensor, upper, name: str) -> None:
     ):  # torch cannot compare those on CUDA
         # One compiled, vectorised pass without temporaries; the failing entry is looked up only on error.
         bounds = np.asarray(upper, dtype=np.int64).reshape(-1)
-        if _any_out_of_range(tensor.cpu().numpy().reshape(-1, bounds.size), bounds):
+        if any_out_of_range(tensor.cpu().numpy().reshape(-1, bounds.size), bounds):
             raise_out_of_range(tensor, torch.as_tensor(upper), name)
     else:
         bad = (tensor < 0) | (tensor > torch.as_tensor(upper, device=tensor.device))
         if bool(bad.any()):
             raise_out_of_range(tensor, torch.as_tensor(upper, device=tensor.device), name)
-
-
-@numba.njit(cache=True)
-def _any_out_of_range(values, upper):
-    """Whether any ``values[r, h]`` lies outside ``[0, upper[h]]``."""
-    bad = False
-    for head in range(values.shape[1]):
-        high = upper[head]
-        for row in range(values.shape[0]):
-            bad |= (values[row, head] < 0) | (values[row, head] > high)
-    return bad
 
 
 def raise_out_of_range(tensor: torch.Tensor, upper: torch.Tensor, name: str):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import copy
 
+from gpu_envs.tag_params import seed_config
+
 # Tuned for wall-clock on a small CPU, where every torch call costs microseconds whatever its size:
 # many envs with short rollouts (few step calls per sample), one full-batch minibatch (10 optimiser
 # steps per 512 samples), one hidden layer of 64 tanh units (a third fewer calls per gradient step
@@ -105,27 +107,7 @@ def _seed_policy(lr: float) -> dict:
 # The seed run config of the original framework's Tag notebook, verbatim, plus evaluation settings.
 TAG = dict(
     name="tag_continuous",
-    env=dict(
-        num_taggers=5,
-        num_runners=100,
-        grid_length=20.0,
-        episode_length=200,
-        max_acceleration=0.1,
-        min_acceleration=-0.1,
-        max_turn=2.35,
-        min_turn=-2.35,
-        num_acceleration_levels=10,
-        num_turn_levels=10,
-        skill_level_tagger=1.0,
-        skill_level_runner=1.0,
-        use_full_observation=False,
-        runner_exits_game_after_tagged=True,
-        num_other_agents_observed=10,
-        tag_reward_for_tagger=10.0,
-        tag_penalty_for_runner=-10.0,
-        end_of_game_reward_for_runner=1.0,
-        tagging_distance=0.02,
-    ),
+    env=seed_config(),
     trainer=dict(num_envs=50, train_batch_size=10000, num_episodes=500),
     policy=dict(runner=_seed_policy(lr=0.005), tagger=_seed_policy(lr=0.002)),
     saving=dict(

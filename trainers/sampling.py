@@ -14,12 +14,11 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-import numba
 import numpy as np
 import torch
 from torch.distributions import Categorical
 
-from gpu_envs.kernels.rng import uniform01
+from gpu_envs.kernels.host import sample_categorical, sample_normal
 from gpu_envs.trainers.policy import action_dtype, gaussian_parameters, is_continuous
 
 
@@ -48,43 +47,6 @@ class TorchSampler:
         del state
 
 
-@numba.njit(cache=True)
-def _sample_kernel(logits, offsets, seed, counter, out):
-    """Inverse-CDF sampling of softmax(logits) per row and head ([B, sum(nvec)]) into ``out`` [B, H]."""
-    rows, heads = out.shape
-    for b in range(rows):
-        for h in range(heads):
-            lo = offsets[h]
-            hi = offsets[h + 1]
-            top = logits[b, lo]
-            for j in range(lo + 1, hi):
-                top = max(top, logits[b, j])
-            total = 0.0
-            for j in range(lo, hi):
-                total += np.exp(np.float64(logits[b, j] - top))
-            threshold = uniform01(seed, counter, np.uint64(b * heads + h)) * total
-            acc = 0.0
-            choice = hi - lo - 1
-            for j in range(lo, hi):
-                acc += np.exp(np.float64(logits[b, j] - top))
-                if threshold < acc:
-                    choice = j - lo
-                    break
-            out[b, h] = choice
-
-
-@numba.njit(cache=True)
-def _normal_kernel(params, seed, counter, out):
-    """Box-Muller draws ``mean + exp(log_std) * z`` from Gaussian parameters [B, 2 * D] into ``out`` [B, D]."""
-    rows, dims = out.shape
-    for b in range(rows):
-        for d in range(dims):
-            draw = np.uint64(2 * (b * dims + d))
-            radius = np.sqrt(-2.0 * np.log(1.0 - uniform01(seed, counter, draw)))
-            z = radius * np.cos(2.0 * np.pi * uniform01(seed, counter, draw + np.uint64(1)))
-            out[b, d] = params[b, d] + np.exp(np.float64(params[b, dims + d])) * z
-
-
 class NumbaSampler:
     """The njit inverse-CDF kernel over the logits (softmax inside the kernel), or the Box-Muller
     kernel for a Gaussian head; CPU tensors only."""
@@ -104,9 +66,9 @@ class NumbaSampler:
         params = logits.detach().contiguous().numpy()
         out = torch.empty((logits.shape[0], len(nvec)), dtype=action_dtype(nvec))
         if is_continuous(nvec):
-            _normal_kernel(params, self.seed, np.uint64(self.counter), out.numpy())
+            sample_normal(params, self.seed, np.uint64(self.counter), out.numpy())
         else:
-            _sample_kernel(
+            sample_categorical(
                 params, self._offsets_of(nvec), self.seed, np.uint64(self.counter), out.numpy()
             )
         self.counter += 1

@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from gpu_envs.benchmarks.timing import cycle_pool
+from gpu_envs.tag_params import seed_config
 
 SEED_NUM_ENVS = (1, 16, 256, 1024, 4096)
 SCALE_NUM_ENVS = (64, 256)
@@ -54,13 +55,6 @@ class Runner:
     sync: Callable[[], None] = lambda: None
     close: Callable[[], None] = lambda: None
     meta: dict[str, Any] = field(default_factory=dict)
-
-
-def seed_env_params() -> dict[str, Any]:
-    """The Tag parameters of the seed run config (the ``tag`` preset's ``env`` section)."""
-    from gpu_envs.trainers.presets import preset
-
-    return preset("tag")["env"]
 
 
 # ------------------------------------------------------------------------------------ ours
@@ -303,7 +297,7 @@ def _progress(record: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    seed_params = seed_env_params()
+    seed_params = seed_config()
     records: list[dict[str, Any]] = []
 
     def add(impl: str, label: str, factory: Callable[[], Runner], num_envs: int) -> dict[str, Any]:

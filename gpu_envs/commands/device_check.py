@@ -175,13 +175,6 @@ def pendulum_parity(
 
 
 # --------------------------------------------------------------------------------------- Tag
-def tag_config() -> dict:
-    """The seed run config's env parameters (5 taggers, 100 runners, k = 10)."""
-    from gpu_envs.trainers.presets import preset
-
-    return preset("tag")["env"]
-
-
 def _tag_actions(env, generator, leading: tuple[int, ...] = ()):
     import torch
 
@@ -205,9 +198,10 @@ def tag_parity(
     import torch
 
     from gpu_envs.tag import TagEnv
+    from gpu_envs.tag_params import seed_config
     from gpu_envs.utils.parity import compare_envs
 
-    config = tag_config() if params is None else params
+    config = seed_config() if params is None else params
     reference, candidate = (TagEnv(num_envs, dev, **config) for dev in (reference_device, device))
     generator = torch.Generator().manual_seed(seed)
     report = compare_envs(
@@ -227,8 +221,9 @@ def tag_throughput(device: str, log2_sizes: range, timing_options: dict) -> list
     from gpu_envs.benchmarks.cartpole import Runner
     from gpu_envs.benchmarks.timing import cycle_pool
     from gpu_envs.tag import TagEnv
+    from gpu_envs.tag_params import seed_config
 
-    config = tag_config()
+    config = seed_config()
     rows = []
     for log2 in log2_sizes:
         num_envs = 2**log2
