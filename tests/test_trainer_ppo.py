@@ -1,4 +1,4 @@
-"""PPO/A2C pieces against hand-computed values, and the rollout's NEXT_STEP bootstrap on CartPole."""
+"""PPO/A2C pieces against hand-computed values, and the rollout's NEXT_STEP bootstrap (CartPole)."""
 
 import math
 
@@ -33,7 +33,8 @@ def _gae(terminated, done):
 
 def test_gae_without_episode_end():
     adv, ret = _gae([0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
-    # deltas: 1 + .9*.6 - .5 = 1.04, 1 + .9*.7 - .6 = 1.03, 1 + .9*.8 - .7 = 1.02; lambda*gamma = .72
+    # deltas: 1 + .9*.6 - .5 = 1.04, 1 + .9*.7 - .6 = 1.03, 1 + .9*.8 - .7 = 1.02;
+    # lambda * gamma = .72
     a2 = 1.02
     a1 = 1.03 + 0.72 * a2
     a0 = 1.04 + 0.72 * a1
@@ -49,7 +50,8 @@ def test_gae_termination_does_not_bootstrap():
 
 def test_gae_truncation_bootstraps_from_final_observation_value():
     adv, _ = _gae([0.0, 0.0, 0.0], [0.0, 1.0, 0.0])
-    # step 1 is cut by the time limit: delta = 1 + .9 * V(final obs) - .6 with V(final obs) = values[2].
+    # step 1 is cut by the time limit: delta = 1 + .9 * V(final obs) - .6,
+    # with V(final obs) = values[2].
     torch.testing.assert_close(adv.flatten(), torch.tensor([1.04 + 0.72 * 1.03, 1.03, 1.02]))
 
 
@@ -66,6 +68,35 @@ def test_clipped_surrogate_by_hand():
     ratios = [1.5, 1.5, 0.5, 1.1]
     assert stats["approx_kl"].item() == pytest.approx(sum(r - 1 - math.log(r) for r in ratios) / 4)
     assert ppo.max_ratio_deviation(log_ratio, weights).item() == pytest.approx(0.5)
+
+
+# One entry per case of the clipped surrogate max(-A r, -A clip(r)) with clip_param 0.2: the
+# clipped term wins when the ratio moved past the clip range in the advantage's favour (entries 0
+# and 1); the unclipped term wins when it moved against it (2 and 3) or stayed inside (4).
+RATIOS = [1.5, 0.5, 1.5, 0.5, 1.1]
+ADVANTAGES = [1.0, -1.0, -1.0, 1.0, 2.0]
+CLIPPED_BRANCH = [True, True, False, False, False]
+
+
+def test_clipped_surrogate_takes_the_pessimistic_term_entry_by_entry():
+    new = torch.log(torch.tensor(RATIOS)).requires_grad_()
+    adv = torch.tensor(ADVANTAGES)
+    per_entry = []
+    for i in range(len(RATIOS)):
+        weights = torch.nn.functional.one_hot(torch.tensor(i), len(RATIOS)).float()
+        loss, _ = ppo.policy_loss(new, torch.zeros(5), adv, weights, clip_param=0.2, clipped=True)
+        (grad,) = torch.autograd.grad(loss, new)
+        per_entry.append(loss.item())
+        # A clipped entry's ratio is a constant: no gradient flows through it.
+        assert (grad[i].item() == 0.0) == CLIPPED_BRANCH[i], i
+    assert per_entry == pytest.approx([-1.2, 0.8, 1.5, -0.5, -2.2])
+    unclipped = [-a * r for a, r in zip(ADVANTAGES, RATIOS)]
+    for i, clipped in enumerate(CLIPPED_BRANCH):
+        assert (per_entry[i] != pytest.approx(unclipped[i])) == clipped, i
+    weights = ppo.mean_weights(torch.ones(5))
+    loss, _ = ppo.policy_loss(new, torch.zeros(5), adv, weights, clip_param=0.2, clipped=True)
+    assert loss.item() == pytest.approx(sum(per_entry) / 5)
+    assert loss.item() != pytest.approx(sum(unclipped) / 5)
 
 
 def test_a2c_loss_is_plain_policy_gradient():
@@ -96,6 +127,30 @@ def test_value_clipping_by_hand():
     assert ppo.value_loss(
         new, torch.tensor([1.0]), torch.tensor([1.5]), ppo.mean_weights(torch.ones(1)), 0.2, True
     ).item() == pytest.approx(0.5 * 0.3**2)
+
+
+def test_value_clipping_takes_the_larger_error_entry_by_entry():
+    # new, old, returns: entries 0 and 1 moved more than 0.2 from the old value towards the
+    # return, so the clipped value's error is the larger; entry 2 moved away from it; entry 3
+    # moved less than 0.2.
+    new = torch.tensor([2.0, 0.0, 2.0, 1.1], requires_grad=True)
+    old = torch.tensor([1.0, 1.0, 1.0, 1.0])
+    ret = torch.tensor([2.0, 0.0, 0.0, 2.0])
+    clipped_branch = [True, True, False, False]
+    errors = [0.8**2, 0.8**2, 2.0**2, 0.9**2]
+    plain_errors = [0.0, 0.0, 2.0**2, 0.9**2]
+    for i in range(4):
+        weights = torch.nn.functional.one_hot(torch.tensor(i), 4).float()
+        loss = ppo.value_loss(new, old, ret, weights, clip_param=0.2, clip_vloss=True)
+        (grad,) = torch.autograd.grad(loss, new)
+        assert loss.item() == pytest.approx(0.5 * errors[i]), i
+        assert (grad[i].item() == 0.0) == clipped_branch[i], i
+    weights = ppo.mean_weights(torch.ones(4))
+    clipped = ppo.value_loss(new, old, ret, weights, clip_param=0.2, clip_vloss=True)
+    plain = ppo.value_loss(new, old, ret, weights, clip_param=0.2, clip_vloss=False)
+    assert clipped.item() == pytest.approx(0.5 * sum(errors) / 4)
+    assert plain.item() == pytest.approx(0.5 * sum(plain_errors) / 4)
+    assert clipped.item() > plain.item()
 
 
 def test_masked_entries_do_not_count():
@@ -168,8 +223,8 @@ def test_rollout_bootstraps_truncation_from_final_obs_and_masks_reset_step():
     assert done[4].all() and done[10].all() and done.sum() == 2 * 4
     assert buf.terminated.sum() == 0
     assert (buf.valid[[5, 11], :, 0] == 0).all() and buf.valid.sum() == 10 * 4
-    # The obs stored at the reset step is the finished episode's final obs, and its value was computed
-    # on it: that value is the bootstrap of the truncated step.
+    # The obs stored at the reset step is the finished episode's final obs, and its value was
+    # computed on it: that value is the bootstrap of the truncated step.
     with torch.no_grad():
         _, v = group.module(buf.obs[5, :, 0])
     torch.testing.assert_close(buf.values[5, :, 0], v)
