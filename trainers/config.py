@@ -1,4 +1,4 @@
-"""The typed run configuration: dataclasses that accept the seed run config verbatim.
+"""The run configuration: typed, documented dataclasses read as OmegaConf structured configs.
 
 Shape (the original GPU framework's run config, plus PPO and evaluation fields with defaults)::
 
@@ -10,57 +10,94 @@ Shape (the original GPU framework's run config, plus PPO and evaluation fields w
     saving: {metrics_log_freq, model_params_save_freq, basedir, name, tag}
     evaluation: {eval_freq, num_episodes, stop_value, score_policy}
 
-``RunConfig.from_dict`` checks every value and raises ``ConfigError`` naming the field
-(``policy.runner.lr: must be > 0, got -1``). Float fields accept numeric strings (YAML 1.1, which
-PyYAML follows, reads ``1e-3`` as a string) and refuse NaN and infinities. ``apply_overrides``
-applies ``a.b.c=value`` strings (values parsed as YAML) to a plain dict before it is checked.
+``RunConfig.from_dict`` merges plain data (a preset, a YAML file, the seed notebook's dict) into
+the schema: OmegaConf converts and checks the types (``"1e-3"`` is a float, ``"fast"`` is not)
+and refuses unknown keys, then each field's ``Rule`` (its range or choices) and the two rules
+between fields run. Errors are ``ConfigError`` naming the field and the rule
+(``policy.runner.lr: must be > 0, got -1.0``). ``apply_overrides`` applies ``a.b.c=value``
+strings, ``load_yaml`` and ``dump_yaml`` read and write YAML files.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import re
 import types
 import typing
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
 import yaml
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import (
+    ConfigAttributeError,
+    ConfigKeyError,
+    MissingMandatoryValue,
+    OmegaConfBaseException,
+    ValidationError,
+)
 
 
 class ConfigError(ValueError):
     """A run config value or key is invalid; the message names the field."""
 
 
-def _fail(path: str, message: str) -> typing.NoReturn:
-    raise ConfigError(f"{path}: {message}")
+@dataclass(frozen=True)
+class Rule:
+    """A condition on a field's value (not checked on null); ``text`` completes "must be ..."."""
+
+    holds: Callable[[Any], bool]
+    text: str
 
 
-def _check_range(path: str, name: str, value: float, low: float, high: float) -> None:
-    if not low <= value <= high:
-        _fail(f"{path}.{name}", f"must be in [{low}, {high}], got {value!r}")
+def one_of(*choices: str) -> Rule:
+    """The value is one of ``choices``."""
+    return Rule(lambda value: value in choices, " or ".join(map(repr, choices)))
+
+
+POSITIVE = Rule(lambda value: value > 0, "> 0")
+NON_NEGATIVE = Rule(lambda value: value >= 0, ">= 0")
+AT_LEAST_ONE = Rule(lambda value: value >= 1, ">= 1")
+UNIT_INTERVAL = Rule(lambda value: 0 <= value <= 1, "in [0, 1]")
+FOLDER_NAME = Rule(
+    lambda value: value not in ("", ".", "..") and "/" not in value,
+    "a non-empty folder name without '/'",
+)
+
+
+def ruled(default: Any, rule: Rule) -> Any:
+    """A dataclass field with ``default`` (copied per instance when a list) checked by ``rule``."""
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"rule": rule})
+    return field(default=default, metadata={"rule": rule})
 
 
 @dataclass
 class ModelConfig:
     """The policy network: an MLP torso shared by the actor heads and the critic head."""
 
-    type: str = "fully_connected"
-    fc_dims: list[int] = field(default_factory=lambda: [64, 64])
-    model_ckpt_filepath: str = ""
-    activation: str = "tanh"
+    type: str = ruled("fully_connected", one_of("fully_connected"))
+    """Network kind; only the MLP (the seed config's name for it)."""
+    fc_dims: list[int] = ruled(
+        [64, 64],
+        Rule(
+            lambda dims: len(dims) > 0 and all(isinstance(d, int) and d > 0 for d in dims),
+            "a non-empty list of ints > 0",
+        ),
+    )
+    """Widths of the torso's hidden layers."""
+    model_ckpt_filepath: str = ruled(
+        "", Rule(lambda path: not path or Path(path).is_file(), "'' or an existing file")
+    )
+    """A trainer checkpoint to start this policy's weights from; '' starts from scratch."""
+    activation: str = ruled("tanh", one_of("tanh", "relu"))
+    """Activation of the hidden layers."""
     ortho_init: bool = True
-
-    def validate(self, path: str) -> None:
-        if self.type != "fully_connected":
-            _fail(f"{path}.type", f"only 'fully_connected' is supported, got {self.type!r}")
-        if not self.fc_dims or any(d <= 0 for d in self.fc_dims):
-            _fail(f"{path}.fc_dims", f"must be a non-empty list of ints > 0, got {self.fc_dims!r}")
-        if self.activation not in ("tanh", "relu"):
-            _fail(f"{path}.activation", f"must be 'tanh' or 'relu', got {self.activation!r}")
-        if self.model_ckpt_filepath and not Path(self.model_ckpt_filepath).is_file():
-            _fail(f"{path}.model_ckpt_filepath", f"no such file {self.model_ckpt_filepath!r}")
+    """Orthogonal initialisation with CleanRL's gains (sqrt(2) torso, 0.01 actor, 1 critic)."""
 
 
 @dataclass
@@ -68,137 +105,111 @@ class PolicyConfig:
     """One policy: its algorithm, optimiser and loss coefficients (names as in the original)."""
 
     to_train: bool = True
-    algorithm: str = "PPO"
-    gamma: float = 0.99
-    lr: float = 3e-4
-    gae_lambda: float = 0.95
-    vf_loss_coeff: float = 0.5
-    entropy_coeff: float = 0.01
-    clip_param: float = 0.2
+    """Update this policy; false keeps its initial (or loaded) weights."""
+    algorithm: str = ruled("PPO", one_of("PPO", "A2C"))
+    """PPO (clipped surrogate, epochs of minibatches) or A2C (one full-batch step per rollout)."""
+    gamma: float = ruled(0.99, UNIT_INTERVAL)
+    """Discount factor."""
+    lr: float = ruled(3e-4, POSITIVE)
+    """Adam's learning rate (annealed linearly to 0 over the run with ``anneal_lr``)."""
+    gae_lambda: float = ruled(0.95, UNIT_INTERVAL)
+    """The lambda of generalised advantage estimation."""
+    vf_loss_coeff: float = ruled(0.5, NON_NEGATIVE)
+    """Weight of the value loss in the total loss."""
+    entropy_coeff: float = ruled(0.01, NON_NEGATIVE)
+    """Weight of the entropy bonus in the total loss."""
+    clip_param: float = ruled(0.2, POSITIVE)
+    """PPO's clipping range of the probability ratio (and of the value with ``clip_vloss``)."""
     clip_vloss: bool = False
+    """Clip the value loss around the rollout's values (PPO only)."""
     normalize_advantage: bool = True
+    """Normalise the advantages of each minibatch to mean 0, standard deviation 1."""
     clip_grad_norm: bool = True
-    max_grad_norm: float = 0.5
-    update_epochs: int = 4
-    num_minibatches: int = 4
+    """Clip the gradient's global norm to ``max_grad_norm``."""
+    max_grad_norm: float = ruled(0.5, POSITIVE)
+    """The largest global gradient norm with ``clip_grad_norm``."""
+    update_epochs: int = ruled(4, AT_LEAST_ONE)
+    """PPO's passes over each rollout (A2C makes one)."""
+    num_minibatches: int = ruled(4, AT_LEAST_ONE)
+    """PPO's minibatches per pass (A2C uses the whole rollout)."""
     anneal_lr: bool = True
-    adam_eps: float = 1e-5
+    """Anneal the learning rate linearly to 0 over the run."""
+    adam_eps: float = ruled(1e-5, POSITIVE)
+    """Adam's epsilon."""
     model: ModelConfig = field(default_factory=ModelConfig)
-
-    def validate(self, path: str) -> None:
-        if self.algorithm not in ("PPO", "A2C"):
-            _fail(f"{path}.algorithm", f"must be 'PPO' or 'A2C', got {self.algorithm!r}")
-        _check_range(path, "gamma", self.gamma, 0.0, 1.0)
-        _check_range(path, "gae_lambda", self.gae_lambda, 0.0, 1.0)
-        for name in ("lr", "max_grad_norm", "clip_param", "adam_eps"):
-            if not getattr(self, name) > 0:
-                _fail(f"{path}.{name}", f"must be > 0, got {getattr(self, name)!r}")
-        for name in ("vf_loss_coeff", "entropy_coeff"):
-            if not getattr(self, name) >= 0:
-                _fail(f"{path}.{name}", f"must be >= 0, got {getattr(self, name)!r}")
-        for name in ("update_epochs", "num_minibatches"):
-            if getattr(self, name) < 1:
-                _fail(f"{path}.{name}", f"must be >= 1, got {getattr(self, name)!r}")
-        self.model.validate(f"{path}.model")
+    """The network."""
 
 
 @dataclass
 class TrainerConfig:
     """Rollout sizes, run length, seeding and the Fabric launch settings (per rank)."""
 
-    num_envs: int = 50
-    train_batch_size: int = 10000
-    num_episodes: int = 500
-    total_timesteps: int | None = None
-    seed: int = 42
-    accelerator: str = "auto"
-    devices: int | str = 1
-    strategy: str = "auto"
-    num_nodes: int = 1
-    action_sampler: str = "auto"
-    torch_threads: int = 0
-    compile: bool = (
-        False  # torch.compile each policy's gradient step (one process) or loss (DDP) at warm-up
+    num_envs: int = ruled(50, AT_LEAST_ONE)
+    """Environments stepped together on each rank."""
+    train_batch_size: int = ruled(10000, AT_LEAST_ONE)
+    """Env steps per rollout on each rank, a multiple of ``num_envs`` (``num_steps`` per env)."""
+    num_episodes: int = ruled(500, AT_LEAST_ONE)
+    """Run length when ``total_timesteps`` is null: ``num_episodes * episode_length`` env steps."""
+    total_timesteps: int | None = ruled(None, AT_LEAST_ONE)
+    """Run length in env steps over all ranks; null: use ``num_episodes``."""
+    seed: int = ruled(42, NON_NEGATIVE)
+    """Base seed; env ``i`` of rank ``r`` gets ``seed + r * num_envs + i``."""
+    accelerator: str = ruled("auto", one_of("auto", "cpu", "cuda", "gpu"))
+    """Fabric's accelerator ("gpu" is "cuda")."""
+    devices: int | str = ruled(
+        1, Rule(lambda n: n == "auto" or isinstance(n, int) and n >= 1, "an int >= 1 or 'auto'")
     )
+    """Processes (devices) per node."""
+    strategy: str = "auto"
+    """Fabric's strategy: auto, ddp, ..."""
+    num_nodes: int = ruled(1, AT_LEAST_ONE)
+    """Machines taking part."""
+    action_sampler: str = ruled("auto", one_of("auto", "torch", "numba"))
+    """Draws the actions: torch, numba (CPU only) or auto (numba on the CPU, torch elsewhere)."""
+    torch_threads: int = ruled(0, NON_NEGATIVE)
+    """``torch.set_num_threads`` before training; 0 leaves torch's default."""
+    compile: bool = False
+    """``torch.compile`` each policy's gradient step (one process) or loss (DDP) at warm-up."""
     capture_video: bool = False
+    """Write a greedy episode's video at each evaluation."""
     progress_bar: bool = True
+    """Show a progress bar (rank 0)."""
 
     @property
     def num_steps(self) -> int:
         """Rollout length per env: ``train_batch_size // num_envs``."""
         return self.train_batch_size // self.num_envs
 
-    def validate(self, path: str) -> None:
-        for name in ("num_envs", "train_batch_size", "num_episodes", "num_nodes"):
-            if getattr(self, name) < 1:
-                _fail(f"{path}.{name}", f"must be >= 1, got {getattr(self, name)!r}")
-        if self.train_batch_size % self.num_envs:
-            _fail(
-                f"{path}.train_batch_size",
-                f"must be a multiple of num_envs ({self.num_envs}), got {self.train_batch_size}",
-            )
-        if self.total_timesteps is not None and self.total_timesteps < 1:
-            _fail(f"{path}.total_timesteps", f"must be >= 1 or null, got {self.total_timesteps!r}")
-        if self.seed < 0:
-            _fail(f"{path}.seed", f"must be >= 0, got {self.seed}")
-        if self.accelerator not in ("auto", "cpu", "cuda", "gpu"):
-            _fail(
-                f"{path}.accelerator", f"must be auto, cpu, cuda or gpu, got {self.accelerator!r}"
-            )
-        if (
-            isinstance(self.devices, int)
-            and self.devices < 1
-            or (isinstance(self.devices, str) and self.devices != "auto")
-        ):
-            _fail(f"{path}.devices", f"must be an int >= 1 or 'auto', got {self.devices!r}")
-        if self.action_sampler not in ("auto", "torch", "numba"):
-            _fail(
-                f"{path}.action_sampler",
-                f"must be auto, torch or numba, got {self.action_sampler!r}",
-            )
-        if self.torch_threads < 0:
-            _fail(
-                f"{path}.torch_threads",
-                f"must be >= 0 (0: leave torch's default), got {self.torch_threads}",
-            )
-
 
 @dataclass
 class SavingConfig:
     """Where and how often to write (iterations); the experiment folder is basedir/name/tag."""
 
-    metrics_log_freq: int = 10
-    model_params_save_freq: int = 5000
+    metrics_log_freq: int = ruled(10, AT_LEAST_ONE)
+    """Print and log the metrics every this many iterations (and at the last)."""
+    model_params_save_freq: int = ruled(5000, AT_LEAST_ONE)
+    """Save a checkpoint every this many iterations (and at the last)."""
     basedir: str = "/tmp"
-    name: str = "experiment"
-    tag: str = "example"
-
-    def validate(self, path: str) -> None:
-        for attr in ("metrics_log_freq", "model_params_save_freq"):
-            if getattr(self, attr) < 1:
-                _fail(f"{path}.{attr}", f"must be >= 1, got {getattr(self, attr)!r}")
-        for attr in ("name", "tag"):
-            value = getattr(self, attr)
-            if not value or "/" in value or value in (".", ".."):
-                _fail(
-                    f"{path}.{attr}", f"must be a non-empty folder name without '/', got {value!r}"
-                )
+    """Folder holding the experiment folders."""
+    name: str = ruled("experiment", FOLDER_NAME)
+    """The experiment's name: the folder under ``basedir``."""
+    tag: str = ruled("example", FOLDER_NAME)
+    """The run's tag: the folder under ``name``."""
 
 
 @dataclass
 class EvaluationConfig:
     """Greedy evaluation on separate envs every ``eval_freq`` iterations (0: never)."""
 
-    eval_freq: int = 10
-    num_episodes: int = 10
+    eval_freq: int = ruled(10, NON_NEGATIVE)
+    """Evaluate every this many iterations; 0 never evaluates."""
+    num_episodes: int = ruled(10, AT_LEAST_ONE)
+    """Episodes per evaluation and rank, one env each."""
     stop_value: float | None = None
+    """Stop once the score reaches this mean return; null trains to the end."""
     score_policy: str | None = None
-
-    def validate(self, path: str) -> None:
-        if self.eval_freq < 0:
-            _fail(f"{path}.eval_freq", f"must be >= 0, got {self.eval_freq}")
-        if self.num_episodes < 1:
-            _fail(f"{path}.num_episodes", f"must be >= 1, got {self.num_episodes}")
+    """The policy whose mean return is the score (best checkpoint, ``stop_value``); null: the
+    first policy."""
 
 
 GAMES = {
@@ -227,195 +238,199 @@ def game_of(name: str) -> str:
 class RunConfig:
     """A whole run: the game, its env kwargs, trainer, policies, saving and evaluation."""
 
-    name: str
+    name: str = field(
+        metadata={"rule": Rule(lambda name: name.lower() in GAMES, f"one of {', '.join(GAMES)}")}
+    )
+    """The game (or its env id); ``tag_continuous`` is the seed config's name for Tag."""
     env: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the game's env (the game checks them)."""
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
-    policy: dict[str, PolicyConfig] = field(default_factory=dict)
+    """Rollouts, run length, seeding and launch."""
+    policy: dict[str, PolicyConfig] = field(
+        default_factory=dict, metadata={"rule": Rule(bool, "at least one policy")}
+    )
+    """The policies by tag: ``agent`` for the single-agent games, ``runner`` and ``tagger``
+    for Tag."""
     saving: SavingConfig = field(default_factory=SavingConfig)
+    """The experiment folder and how often it is written."""
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    """Periodic greedy evaluation."""
 
     @property
     def game(self) -> str:
         return game_of(self.name)
 
     @classmethod
-    def from_dict(cls, data: dict) -> RunConfig:
+    def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
         """Build and check a config from plain data; errors name the offending field."""
-        config = _build(cls, data, "")
-        config.validate()
+        with _named_errors():
+            config = OmegaConf.to_object(_typed(data))
+        _check_rules(config, "")
+        _check_relations(config)
         return config
-
-    def validate(self) -> None:
-        game_of(self.name)
-        if not self.policy:
-            _fail("policy", "at least one policy is needed")
-        for tag, policy in self.policy.items():
-            policy.validate(f"policy.{tag}")
-        self.trainer.validate("trainer")
-        self.saving.validate("saving")
-        self.evaluation.validate("evaluation")
-        score = self.evaluation.score_policy
-        if score is not None and score not in self.policy:
-            _fail(
-                "evaluation.score_policy",
-                f"{score!r} is not one of the policies {list(self.policy)}",
-            )
 
     def to_dict(self) -> dict:
         """Plain data (the inverse of ``from_dict``)."""
         return dataclasses.asdict(self)
 
 
-def _build(kind, data, path: str):
-    """Convert ``data`` to the annotated type ``kind``, naming ``path`` on mismatch."""
-    origin = typing.get_origin(kind)
-    if dataclasses.is_dataclass(kind):
-        if not isinstance(data, dict):
-            _fail(path or "config", f"must be a mapping, got {type(data).__name__}")
-        hints = typing.get_type_hints(kind)
-        names = [f.name for f in dataclasses.fields(kind)]
-        unknown = [key for key in data if key not in names]
-        if unknown:
-            _fail(_join(path, str(unknown[0])), f"unknown field; allowed: {', '.join(names)}")
-        required = [
-            f.name
-            for f in dataclasses.fields(kind)
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        ]
-        for name in required:
-            if name not in data:
-                _fail(_join(path, name), "is required")
-        return kind(
-            **{key: _build(hints[key], value, _join(path, key)) for key, value in data.items()}
+def _typed(data: Mapping[str, Any]) -> DictConfig:
+    """The schema with ``data`` merged in: types converted and checked, unknown keys refused."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"config: must be a mapping, got {type(data).__name__}")
+    try:
+        with _named_errors():
+            return OmegaConf.merge(OmegaConf.structured(RunConfig), data)
+    except ConfigError:
+        misplaced = _misplaced_section(data, RunConfig, "")
+        if misplaced is None:
+            raise
+        path, value = misplaced
+        raise ConfigError(f"{path}: must be a mapping, got {value!r}") from None
+
+
+def _check_rules(node: Any, path: str) -> None:
+    """Every float field finite and every field's ``Rule`` met, in ``node`` and its sections."""
+    for spec in dataclasses.fields(node):
+        value, where = getattr(node, spec.name), f"{path}{spec.name}"
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{where}: must be a finite number, got {value!r}")
+        rule = spec.metadata.get("rule")
+        if rule is not None and value is not None and not rule.holds(value):
+            raise ConfigError(f"{where}: must be {rule.text}, got {value!r}")
+        if dataclasses.is_dataclass(value):
+            _check_rules(value, f"{where}.")
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if dataclasses.is_dataclass(item):
+                    _check_rules(item, f"{where}.{key}.")
+
+
+def _check_relations(config: RunConfig) -> None:
+    """The rules between fields."""
+    trainer, score = config.trainer, config.evaluation.score_policy
+    if trainer.train_batch_size % trainer.num_envs:
+        raise ConfigError(
+            f"trainer.train_batch_size: must be a multiple of num_envs ({trainer.num_envs}), "
+            f"got {trainer.train_batch_size}"
         )
-    if origin in (Union, types.UnionType):
-        options = typing.get_args(kind)
-        if data is None and type(None) in options:
-            return None
-        for option in options:
-            if option is type(None):
-                continue
-            try:
-                return _build(option, data, path)
-            except ConfigError:
-                continue
-        _fail(path, f"got {data!r}, expected {_describe(kind)}")
-    if origin is list:
-        if not isinstance(data, (list, tuple)):
-            _fail(path, f"must be a list, got {data!r}")
-        (item,) = typing.get_args(kind)
-        return [_build(item, value, f"{path}[{i}]") for i, value in enumerate(data)]
-    if origin is dict:
-        if not isinstance(data, dict):
-            _fail(path, f"must be a mapping, got {data!r}")
-        _, value_kind = typing.get_args(kind)
-        return {
-            str(key): _build(value_kind, value, _join(path, str(key)))
-            for key, value in data.items()
-        }
-    if kind is Any:
-        return data
-    if kind is bool:
-        if not isinstance(data, bool):
-            _fail(path, f"must be true or false, got {data!r}")
-        return data
-    if kind is int:
-        if isinstance(data, bool) or not isinstance(data, int):
-            _fail(path, f"must be an int, got {data!r}")
-        return data
-    if kind is float:
-        return _number(data, path)
-    if kind is str:
-        if not isinstance(data, str):
-            _fail(path, f"must be a string, got {data!r}")
-        return data
-    raise TypeError(f"unsupported config type {kind!r} at {path}")
+    if score is not None and score not in config.policy:
+        raise ConfigError(
+            f"evaluation.score_policy: {score!r} is not one of the policies {list(config.policy)}"
+        )
 
 
-def _number(data, path: str) -> float:
-    """A finite float from a number or a numeric string: YAML 1.1 reads ``1e-3`` (no dot) as a string."""
-    if isinstance(data, str):
-        try:
-            value = float(data)
-        except ValueError:
-            _fail(path, f"must be a number, got the string {data!r}")
-    elif isinstance(data, bool) or not isinstance(data, (int, float)):
-        _fail(path, f"must be a number, got {data!r}")
-    else:
-        value = float(data)
-    if not math.isfinite(value):
-        _fail(path, f"must be a finite number, got {data!r}")
-    return value
+@contextlib.contextmanager
+def _named_errors() -> Iterator[None]:
+    """Re-raise OmegaConf's errors as ``ConfigError``: ``<field path>: <rule>, got <value>``."""
+    try:
+        yield
+    except OmegaConfBaseException as error:
+        raise ConfigError(f"{error.full_key or 'config'}: {_broken_rule(error)}") from None
 
 
-def _describe(kind) -> str:
-    args = [a.__name__ if isinstance(a, type) else str(a) for a in typing.get_args(kind)]
-    return " or ".join("null" if a == "NoneType" else a for a in args)
+def _broken_rule(error: OmegaConfBaseException) -> str:
+    """What ``error`` says about its field, in the words of ``_check_rules``."""
+    owner = error.object_type
+    if isinstance(error, MissingMandatoryValue):
+        return "is required"
+    if isinstance(error, ConfigKeyError | ConfigAttributeError) and dataclasses.is_dataclass(owner):
+        return (
+            f"unknown field; allowed: {', '.join(spec.name for spec in dataclasses.fields(owner))}"
+        )
+    hint: Any = RunConfig
+    for part in re.findall(r"[^.\[\]]+", error.full_key or "?"):
+        hint = _child_hint(hint, part)
+    if isinstance(error, ValidationError) and hint not in (None, Any):
+        value = error.value
+        shown = f"the string {value!r}" if isinstance(value, str) else repr(value)
+        return f"must be {_in_words(hint)}, got {shown}"
+    return str(error.msg or error).splitlines()[0]
 
 
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
+def _child_hint(hint: Any, key: str) -> Any:
+    """The type hint of item ``key`` of a value of type ``hint`` (None: no such item)."""
+    if dataclasses.is_dataclass(hint):
+        return typing.get_type_hints(hint).get(key)
+    if typing.get_origin(hint) in (dict, list):
+        return typing.get_args(hint)[-1]
+    return None
 
 
-def apply_overrides(data: dict, overrides: list[str]) -> dict:
-    """Apply ``dotted.path=value`` overrides (values parsed as YAML) to a copy of ``data``.
+_KINDS = {float: "a number", int: "an int", bool: "true or false", str: "a string"}
 
-    ``policy.runner.lr=0.001``, ``trainer.num_envs=64``, ``policy.agent.model.fc_dims=[32,32]``.
-    A path may only name an existing key or a known field of a config section.
+
+def _in_words(hint: Any) -> str:
+    """A type hint in words: ``float | None`` is "a number or null"."""
+    union = typing.get_origin(hint) in (Union, types.UnionType)
+    words = []
+    for option in typing.get_args(hint) if union else (hint,):
+        kind = typing.get_origin(option) or option
+        if option is type(None):
+            words.append("null")
+        elif kind is list:
+            words.append("a list")
+        elif kind is dict or dataclasses.is_dataclass(kind):
+            words.append("a mapping")
+        else:
+            words.append(_KINDS.get(kind, getattr(kind, "__name__", str(kind))))
+    return " or ".join(words)
+
+
+def _misplaced_section(data: Mapping, hint: Any, path: str) -> tuple[str, Any] | None:
+    """``(path, value)`` of a non-mapping where the schema has a section, if any: OmegaConf's
+    merge error names no field then."""
+    for key, value in data.items():
+        inner = _child_hint(hint, str(key))
+        if not (dataclasses.is_dataclass(inner) or typing.get_origin(inner) is dict):
+            continue
+        if not isinstance(value, Mapping):
+            return f"{path}{key}", value
+        found = _misplaced_section(value, inner, f"{path}{key}.")
+        if found is not None:
+            return found
+    return None
+
+
+def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict:
+    """``data`` (not changed) with ``dotted.path=value`` overrides applied, as plain data.
+
+    ``policy.runner.lr=0.001``, ``trainer.num_envs=64``, ``policy.agent.model.fc_dims=[32,32]``;
+    values are parsed as YAML. Types and key names are checked now, ranges by ``from_dict``. An
+    override sets a field of an existing policy, not a new policy (a misspelt tag).
     """
-    import copy
-
-    result = copy.deepcopy(data)
+    config = _typed(data)
     for item in overrides:
         key, sep, text = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"override {item!r}: expected dotted.path=value")
+        parts = key.split(".")
+        if parts[0] == "policy" and len(parts) > 2 and parts[1] not in config.policy:
+            raise ConfigError(
+                f"policy.{parts[1]}: no such policy (override {item!r}); "
+                f"the policies are {', '.join(config.policy)}"
+            )
         try:
-            value = yaml.safe_load(text) if text else ""
+            with _named_errors():
+                config.merge_with_dotlist([item])
         except yaml.YAMLError as error:
             raise ConfigError(f"{key}: cannot parse value {text!r} ({error})") from None
-        parts = key.split(".")
-        node = result
-        for depth, part in enumerate(parts[:-1]):
-            if not isinstance(node.get(part, {}), dict):
-                raise ConfigError(
-                    f"{'.'.join(parts[: depth + 1])}: is not a section, cannot set {key}"
-                )
-            if (
-                part not in node
-                and not (depth == 0 and part in _SECTIONS)
-                and not _is_model(parts, depth)
-            ):
-                raise ConfigError(
-                    f"{'.'.join(parts[: depth + 1])}: no such section (override {item!r})"
-                )
-            node = node.setdefault(part, {})
-        node[parts[-1]] = value
-    return result
-
-
-_SECTIONS = ("env", "trainer", "policy", "saving", "evaluation")
-
-
-def _is_model(parts: list[str], depth: int) -> bool:
-    return parts[0] == "policy" and depth == 2 and parts[depth] == "model"
+    return OmegaConf.to_container(config)
 
 
 def load_yaml(path: str | Path) -> dict:
     """The plain data of a YAML run config file."""
     try:
-        with open(path, encoding="utf8") as handle:
-            data = yaml.safe_load(handle)
+        data = OmegaConf.load(path)
     except OSError as error:
         raise ConfigError(f"cannot read config file {path}: {error.strerror}") from None
     except yaml.YAMLError as error:
         raise ConfigError(f"config file {path} is not valid YAML: {error}") from None
-    if not isinstance(data, dict):
+    if not isinstance(data, DictConfig):
         raise ConfigError(f"config file {path} must hold a mapping at the top level")
-    return data
+    return OmegaConf.to_container(data)
 
 
 def dump_yaml(config: RunConfig, path: str | Path) -> None:
     """Write the resolved config as YAML (``load_yaml`` + ``from_dict`` reads it back equal)."""
-    with open(path, "w", encoding="utf8") as handle:
-        yaml.safe_dump(config.to_dict(), handle, sort_keys=False)
+    OmegaConf.save(OmegaConf.structured(config), path)
