@@ -50,7 +50,8 @@ def test_bench_pendulum_quick_measures_ours_the_bare_kernel_and_gymnasium(capsys
         "float64"
     }
     assert {r["numba_threads"] for r in throughput if r["impl"].startswith("bare")} == set(threads)
-    # Pendulum has no gymnasium vector implementation: a note says so and SyncVectorEnv is the reference.
+    # Pendulum has no gymnasium vector implementation: a note says so and SyncVectorEnv is the
+    # reference.
     assert any("no vector implementation of Pendulum-v1" in note for note in document["notes"])
     assert "| ratio gpu_envs cpu / gymnasium SyncVectorEnv |" in captured.err
     assert "| ratio gpu_envs cpu / faster bare kernel |" in captured.err

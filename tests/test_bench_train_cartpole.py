@@ -1,5 +1,6 @@
-"""`gpu-envs bench train-cartpole`: a tiny-budget run end to end (record shape, "not reached"), and the
-summary/table of runs that do and do not reach 475. No timed assertions: the machines are shared."""
+"""`gpu-envs bench train-cartpole`: a tiny-budget run end to end (record shape, "not reached"), and
+the summary/table of runs that do and do not reach 475. No timed assertions: the machines are
+shared."""
 
 import json
 import subprocess

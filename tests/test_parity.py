@@ -1,7 +1,9 @@
 """gpu_envs.utils.parity: the near-tie classifiers on contrived ties, the game rules on contrived
-divergences, and compare_envs end to end on two CPU CartPoles (identical, perturbed, misconfigured)."""
+divergences, compare_envs end to end on two CPU CartPoles (identical, perturbed, misconfigured),
+and compare_devices (the check behind device-check) with the CPU on both sides."""
 
 import math
+from functools import partial
 
 import numpy as np
 import pytest
@@ -9,8 +11,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpu_envs import CartPoleVectorEnv
-from gpu_envs.tag_params import TagParams
+from gpu_envs import CartPoleVectorEnv, PendulumVectorEnv
+from gpu_envs.tag import TagEnv
+from gpu_envs.tag_params import TagParams, seed_config
 from gpu_envs.utils.parity import (
     DEFAULT_TOLERANCES,
     DEFAULT_ULPS,
@@ -24,7 +27,9 @@ from gpu_envs.utils.parity import (
     classify_knn_difference,
     classify_tag_difference,
     classify_termination_difference,
+    compare_devices,
     compare_envs,
+    random_actions,
     state_snapshot,
     tag_rules,
     ulp_distance,
@@ -157,7 +162,8 @@ KNN_ORDER = tag_rules(KNN_PARAMS)["kNN order"]
 
 
 def _observation(x, y, order):
-    """Agent 0's observation of neighbours ``order`` (two columns, seven blocks, then t/T); other rows 0."""
+    """Agent 0's observation of neighbours ``order`` (two columns, seven blocks, then t/T); other
+    rows 0."""
     obs = torch.zeros((3, 7 * 2 + 1))
     for column, j in enumerate(order):
         for block, value in enumerate((x[j], y[j], 0.0, 0.0, 0.0, float(j < 1), 1.0)):
@@ -293,3 +299,48 @@ def test_state_snapshot_prefers_the_env_method_and_falls_back_to_copies():
     assert snapshot["state"].shape == (3, 4) and torch.equal(snapshot["state"], env.state)
     snapshot["state"].add_(1.0)
     assert not torch.equal(snapshot["state"], env.state)  # a copy
+
+
+# ------------------------------------------------------------------------------------ devices
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+def test_cartpole_on_identical_devices_passes_exactly(dtype, mode):
+    make_env = partial(
+        CartPoleVectorEnv, 16, dtype=dtype, autoreset_mode=mode, max_episode_steps=20
+    )
+    report = compare_devices(make_env, 120, device="cpu")
+    assert report.verdict == "PASS", report.summary()
+    assert report.diverged_envs == 0
+    assert set(report.max_abs_diff().values()) == {0.0}
+
+
+def test_tag_on_identical_devices_passes_exactly():
+    report = compare_devices(partial(TagEnv, 2, **seed_config()), 12, device="cpu")
+    assert report.verdict == "PASS", report.summary()
+    assert report.diverged_envs == 0 and not report.near_ties
+
+
+def test_compare_devices_closes_both_envs():
+    built = []
+
+    def make_env(device):
+        built.append(CartPoleVectorEnv(2, device=device, dtype="float64"))
+        return built[-1]
+
+    compare_devices(make_env, 3, device="cpu")
+    assert len(built) == 2 and all(env.closed for env in built)
+
+
+def test_random_actions_cover_each_action_space_within_its_bounds():
+    generator = torch.Generator().manual_seed(0)
+    cartpole = random_actions(CartPoleVectorEnv(5), generator, (40,))
+    assert cartpole.shape == (40, 5) and cartpole.dtype == torch.int64
+    assert set(cartpole.unique().tolist()) == {0, 1}
+    torques = random_actions(PendulumVectorEnv(5), generator)
+    assert torques.shape == (5, 1) and torques.dtype == torch.float32
+    assert torques.abs().max() <= 2.0 and torques.unique().numel() == 5
+    tag = TagEnv(3, **seed_config())
+    levels = random_actions(tag, generator, (4,))
+    assert levels.shape == (4, 3, tag.num_agents, 2) and levels.dtype == torch.int64
+    for component, nvec in enumerate(tag.action_nvec):
+        assert set(levels[..., component].unique().tolist()) == set(range(nvec))

@@ -1,5 +1,7 @@
-"""Throughput benchmarks behind ``gpu-envs bench GAME``: one module per game, one shared timing protocol.
+"""Throughput benchmarks behind ``gpu-envs bench GAME``: one module per game, shared machinery.
 
 Each game module's docstring starts with its help line and defines ``add_arguments(parser)`` and
-``run(args)``; :mod:`gpu_envs.benchmarks.timing` holds the measurement protocol they share.
+``run(args)``. They share :mod:`gpu_envs.benchmarks.timing` (the measurement protocol and its
+:class:`~gpu_envs.benchmarks.timing.Runner`), :mod:`gpu_envs.benchmarks.machine` (machine info and
+background load) and :mod:`gpu_envs.benchmarks.report` (tables and JSON).
 """

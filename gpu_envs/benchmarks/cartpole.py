@@ -1,23 +1,23 @@
-"""CartPole-v1 env-steps/s of gpu_envs (CPU, CUDA) beside gymnasium's CartPoleVectorEnv and SyncVectorEnv.
+"""CartPole-v1 env-steps/s of gpu_envs (CPU, CUDA) beside gymnasium's vector envs.
 
-Every implementation is measured in this one process with the protocol of
-:mod:`gpu_envs.benchmarks.timing` (first call apart, warm-up, calibrated repeats, median). At each
-size the implementations take their repeats in rounds (one repeat of each per round), and a ratio
-row is the median of the per-round ratios, so a drift of a shared machine's speed cancels out. Actions are random and
-pre-generated (a pool of batches cycled through): torch int64 on the env's device for ours, NumPy
-for gymnasium, so action sampling is not timed. Ours returns fresh torch tensors every step, as a
-user gets them. gymnasium's SyncVectorEnv is a Python loop over envs and is skipped above
-``--sync-max-envs``.
+Measured beside gymnasium's CartPoleVectorEnv and SyncVectorEnv. Every implementation is measured
+in this one process with the protocol of :mod:`gpu_envs.benchmarks.timing` (first call apart,
+warm-up, calibrated repeats, median). At each size the implementations take their repeats in
+rounds (one repeat of each per round), and a ratio row is the median of the per-round ratios, so a
+drift of a shared machine's speed cancels out. Actions are random and pre-generated (a pool of
+batches cycled through): torch int64 on the env's device for ours, NumPy for gymnasium, so action
+sampling is not timed. Ours returns fresh torch tensors every step, as a user gets them.
+gymnasium's SyncVectorEnv is a Python loop over envs and is skipped above ``--sync-max-envs``.
 
-The "bare kernel" rows (``--bare-kernel``) time our CPU driver alone (``env._driver.step`` on prepared arguments, the
-actions slot taken from the same pool): no action checks, no tensors, and the same output arrays
-every step, where the env writes each step's outputs into new arrays. One row per numba thread count
-(1 and ``NUMBA_NUM_THREADS``); the ratio to the "faster bare kernel" takes the faster of them in each
-round.
+The "bare kernel" rows (``--bare-kernel``) time our CPU driver alone (``env._driver.step`` on
+prepared arguments, the actions slot taken from the same pool): no action checks, no tensors, and
+the same output arrays every step, where the env writes each step's outputs into new arrays. One
+row per numba thread count (1 and ``NUMBA_NUM_THREADS``); the ratio to the "faster bare kernel"
+takes the faster of them in each round.
 
 Also measured: the first step in a fresh Python process whose numba compile cache is warm (a
-subprocess imports gpu_envs, builds the env, resets and times one step; it runs twice, the first run
-fills the cache if it is cold).
+subprocess imports gpu_envs, builds the env, resets and times one step; it runs twice, the first
+run fills the cache if it is cold).
 
 The builders take a :class:`Game`, so other single-agent games reuse this module
 (:mod:`gpu_envs.benchmarks.pendulum`).
@@ -26,24 +26,24 @@ The builders take a :class:`Game`, so other single-agent games reuse this module
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
-import os
-import platform
-import statistics
 import subprocess
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from gpu_envs.benchmarks import timing
+from gpu_envs.benchmarks import machine, report, timing
+from gpu_envs.benchmarks.timing import Runner
 
 DEFAULT_NUM_ENVS = "1,16,256,4096,16384,65536"
 ACTION_POOL = 64
-#: Env counts whose first step the fresh-process measurement times (serial and parallel CPU kernels).
+#: Env counts whose first step the fresh-process measurement times (serial and parallel CPU
+#: kernels).
 FIRST_STEP_NUM_ENVS = (16, 4096)
 FIRST_STEP_TARGET_S = 2.0
 NOISY_MARK = "†"
@@ -73,17 +73,6 @@ CARTPOLE = Game(
     "CartPole-v1",
     lambda rng, pool, n: rng.integers(0, 2, size=(pool, n), dtype=np.int64),
 )
-
-
-@dataclass
-class Runner:
-    """One implementation at one size: ``call()`` steps every env once; ``close()`` frees it."""
-
-    call: Callable[[], object]
-    num_envs: int
-    sync: Callable[[], object] | None = None
-    close: Callable[[], object] = lambda: None
-    meta: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -123,7 +112,8 @@ def gpu_envs_runner(
     pool_size: int = ACTION_POOL,
     game: Game = CARTPOLE,
 ) -> Callable[[int, int], Runner]:
-    """A builder of :class:`Runner` for our vector env of ``game`` (actions: torch tensors on the device)."""
+    """A builder of :class:`Runner` for our vector env of ``game`` (actions: torch tensors on the
+    device)."""
 
     def build(num_envs: int, seed: int) -> Runner:
         import torch
@@ -140,7 +130,7 @@ def gpu_envs_runner(
             num_envs,
             sync,
             env.close,
-            {
+            meta={
                 "dtype": str(env.dtype).replace("torch.", ""),
                 "device": str(env.device),
                 "validate_actions": validate_actions,
@@ -153,7 +143,8 @@ def gpu_envs_runner(
 def bare_kernel_runner(
     threads: int, dtype: str | None, game: Game = CARTPOLE
 ) -> Callable[[int, int], Runner]:
-    """A builder of :class:`Runner` that calls our CPU driver directly with ``threads`` numba threads.
+    """A builder of :class:`Runner` that calls our CPU driver directly with ``threads`` numba
+    threads.
 
     The env is built and reset as usual; each call then runs ``env._driver.step`` on the env's
     kernel arguments with the actions slot taken from a pre-drawn pool. The numba thread count is
@@ -181,9 +172,8 @@ def bare_kernel_runner(
         return Runner(
             call,
             num_envs,
-            None,
-            env.close,
-            {
+            close=env.close,
+            meta={
                 "dtype": str(env.dtype).replace("torch.", ""),
                 "device": "cpu",
                 "numba_threads": threads,
@@ -205,9 +195,8 @@ def _gymnasium(mode: str, game: Game = CARTPOLE) -> Callable[[int, int], Runner]
         return Runner(
             lambda: env.step(next_actions()),
             num_envs,
-            None,
-            env.close,
-            {"vector_class": type(env.unwrapped).__name__},
+            close=env.close,
+            meta={"vector_class": type(env.unwrapped).__name__},
         )
 
     return build
@@ -371,11 +360,11 @@ def _timing_options(args) -> dict:
 
 def _parse_sizes(text: str) -> list[int]:
     try:
-        sizes = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise SystemExit(f"--num-envs must be comma-separated integers, got {text!r}") from None
-    if not sizes or min(sizes) < 1:
-        raise SystemExit(f"--num-envs needs sizes >= 1, got {text!r}")
+        sizes = report.parse_int_list(text)
+    except argparse.ArgumentTypeError as error:
+        raise SystemExit(f"--num-envs: {error}") from None
+    if not sizes:
+        raise SystemExit(f"--num-envs needs at least one size, got {text!r}")
     return sizes
 
 
@@ -393,35 +382,6 @@ def _usable_devices(requested: str, notes: list[str]) -> list[str]:
     return devices
 
 
-def machine_info() -> dict:
-    """CPU model and count, load average, library versions and thread counts of this run."""
-    import gymnasium
-    import numba
-    import torch
-
-    info = {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "numpy": np.__version__,
-        "torch": torch.__version__,
-        "numba": numba.__version__,
-        "gymnasium": gymnasium.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "numba_threads": numba.get_num_threads(),
-    }
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            info["cpu_model"] = next(
-                line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")
-            )
-    except (OSError, StopIteration):
-        pass
-    if hasattr(os, "getloadavg"):
-        info["load_average"] = os.getloadavg()
-    return info
-
-
 def measure_throughput(
     impls: list[Impl], sizes: list[int], seed: int, options: dict, log: Callable[[str], None]
 ) -> list[dict]:
@@ -433,16 +393,9 @@ def measure_throughput(
     records = []
     for num_envs in sizes:
         active = [impl for impl in impls if impl.max_envs is None or num_envs <= impl.max_envs]
-        runners: dict[str, Runner] = {}
-        try:
-            for impl in active:
-                runners[impl.key] = impl.build(num_envs, seed)
-            results = timing.measure_rounds(
-                {key: (r.call, r.num_envs, r.sync) for key, r in runners.items()}, **options
-            )
-        finally:
-            for runner in runners.values():
-                runner.close()
+        with contextlib.ExitStack() as stack:
+            runners = {impl.key: stack.enter_context(impl.build(num_envs, seed)) for impl in active}
+            results = timing.measure_rounds(runners, **options)
         for impl in impls:
             record = {
                 "kind": "throughput",
@@ -456,7 +409,8 @@ def measure_throughput(
             result = results[impl.key]
             records.append({**record, **runners[impl.key].meta, **result.to_dict()})
             log(
-                f"{impl.label:45s} N={num_envs:<7d} {timing.format_rate(result.env_steps_per_s):>7s} "
+                f"{impl.label:45s} N={num_envs:<7d} "
+                f"{report.format_rate(result.env_steps_per_s):>7s} "
                 f"env-steps/s{' (noisy)' if result.noisy else ''}"
             )
     return records
@@ -475,7 +429,8 @@ _FIRST_STEP_SCRIPT = textwrap.dedent("""
         env = env_class(num_envs, device=sys.argv[1], **env_kwargs)
         env.reset(seed=0)
         ready = time.perf_counter() - start
-        # zeros are valid actions of every game; Tag has no batched action_space, hence _action_shape
+        # zeros are valid actions of every game; the env's _action_shape, as Tag has no batched
+        # action_space
         dtype = torch.as_tensor(env.single_action_space.sample()).dtype
         actions = torch.zeros(env._action_shape, dtype=dtype, device=env.device)
         start = time.perf_counter()
@@ -495,7 +450,8 @@ def measure_first_step(
     env_kwargs: dict | None = None,
     sizes: Sequence[int] = FIRST_STEP_NUM_ENVS,
 ) -> list[dict]:
-    """First step of a fresh process, ``runs`` times in a row (the first may fill the compile cache).
+    """First step of a fresh process, ``runs`` times in a row (the first may fill the compile
+    cache).
 
     The process builds ``gpu_envs.<env_class>(num_envs, device=device, **env_kwargs)`` at each size,
     resets it and times one step with a sampled action batch.
@@ -538,22 +494,7 @@ def measure_first_step(
 def _cell(record: dict) -> str:
     if record["kind"] == "skipped":
         return "skipped"
-    return timing.format_rate(record["env_steps_per_s"]) + (NOISY_MARK if record["noisy"] else "")
-
-
-def _fastest_per_round(references: list[dict]) -> dict:
-    """One reference record from several measured in the same rounds: the fastest in each round."""
-    if len(references) == 1:
-        return references[0]
-    rates = [max(rates) for rates in zip(*(r["repeat_rates"] for r in references))]
-    return {"repeat_rates": rates, "env_steps_per_s": statistics.median(rates)}
-
-
-def _ratio(ours: dict, reference: dict) -> float:
-    """Median of the per-round ratios when both records carry their repeats, else ratio of medians."""
-    if "repeat_rates" in ours and "repeat_rates" in reference:
-        return timing.median_ratio(ours, reference)
-    return ours["env_steps_per_s"] / reference["env_steps_per_s"]
+    return report.format_rate(record["env_steps_per_s"]) + (NOISY_MARK if record["noisy"] else "")
 
 
 def format_table(records: list[dict], sizes: list[int], notes: list[str]) -> str:
@@ -586,10 +527,11 @@ def format_table(records: list[dict], sizes: list[int], notes: list[str]) -> str
                     and ours["kind"] == "throughput"
                     and all(t and t["kind"] == "throughput" for t in theirs)
                 )
-                ratios.append(f"{_ratio(ours, _fastest_per_round(theirs)):.2f}x" if ok else "")
+                ratio = timing.median_ratio(ours, timing.fastest_per_round(theirs)) if ok else None
+                ratios.append("" if ratio is None else f"{ratio:.2f}x")
             if any(ratios):
                 rows.append([f"ratio {labels[key]} / {name}"] + ratios + [""])
-    lines = [timing.markdown_table(header, rows)]
+    lines = [report.markdown_table(header, rows)]
     if any(NOISY_MARK in cell for row in rows for cell in row):
         lines.append(
             f"\n{NOISY_MARK} other processes used >= {timing.NOISY_THRESHOLD:.0%} of the CPUs "
@@ -633,11 +575,12 @@ def format_first_steps(records: list[dict]) -> str:
                 f"{r['first_step_s']:.3f}{verdict}",
             ]
         )
-    return timing.markdown_table(header, rows)
+    return report.markdown_table(header, rows)
 
 
 def run(args, game: Game = CARTPOLE) -> int:
-    """Entry point of ``gpu-envs bench cartpole`` (and of the other games' benchmarks built on it)."""
+    """Entry point of ``gpu-envs bench cartpole`` (and of the other games' benchmarks built on
+    it)."""
     to_stdout = args.json == "-"
     out = sys.stderr if to_stdout else sys.stdout
 
@@ -649,7 +592,7 @@ def run(args, game: Game = CARTPOLE) -> int:
     devices = _usable_devices(args.devices, notes)
     impls = implementations(devices, args.dtype, args.sync_max_envs, game, notes, args.bare_kernel)
     started = datetime.datetime.now().astimezone()
-    info = machine_info()
+    info = machine.machine_info()
     records = measure_throughput(impls, sizes, args.seed, _timing_options(args), log)
     if not args.skip_first_step:
         for device in devices:
@@ -661,15 +604,10 @@ def run(args, game: Game = CARTPOLE) -> int:
             "benchmark": game.name,
             "date": started.isoformat(timespec="seconds"),
             "command": sys.argv,
-            "settings": {k: v for k, v in vars(args).items() if k != "func"},
+            "settings": report.settings(args),
             "machine": info,
             "notes": notes,
             "records": records,
         }
-        text = json.dumps(document, indent=1, default=str)
-        if to_stdout:
-            print(text, flush=True)
-        else:
-            with open(args.json, "w") as handle:
-                handle.write(text + "\n")
+        report.write_json(document, args.json)
     return 0

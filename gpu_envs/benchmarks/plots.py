@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpu_envs.benchmarks.report import format_rate
+
 METRICS = {"env_steps_per_s": "env-steps/s", "agent_steps_per_s": "agent-steps/s"}
 OUR_PREFIXES = ("gpu_envs", "ours")
 
@@ -102,14 +104,6 @@ def collect_series(records: list[dict[str, Any]], metric: str = "env_steps_per_s
     return list(by_impl.values())
 
 
-def _compact(value: float) -> str:
-    """``1.23M``-style text of a rate."""
-    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if value >= scale:
-            return f"{value / scale:.3g}{suffix}"
-    return f"{value:.3g}"
-
-
 def plot(
     series: list[Series], out: str | Path, metric: str = "env_steps_per_s", title: str | None = None
 ) -> Path:
@@ -130,7 +124,7 @@ def plot(
         values = [s.values[0] for s in series]
         colours = ["tab:blue" if s.ours else "tab:gray" for s in series]
         bars = axes.barh(labels, values, color=colours)
-        axes.bar_label(bars, labels=[_compact(v) for v in values], padding=3)
+        axes.bar_label(bars, labels=[format_rate(v) for v in values], padding=3)
         axes.invert_yaxis()
         axes.set_xscale("log")
         axes.set_xlabel(f"{unit} (num_envs={sizes[0]}, log scale)")

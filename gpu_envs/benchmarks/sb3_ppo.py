@@ -1,4 +1,4 @@
-"""SB3 PPO on CartPole-v1 (rl-zoo hyperparameters) through our SB3 adapter vs over gymnasium's CartPole.
+"""SB3 PPO on CartPole-v1 (rl-zoo hyperparameters) through our SB3 adapter vs gymnasium's CartPole.
 
     python -m gpu_envs.benchmarks.sb3_ppo --seeds 0,1,2 --device cpu --json sb3_ppo.json
 
@@ -9,24 +9,25 @@ clip_range lin_0.2. The policy trains on the CPU (SB3's advice for an MLP) with 
 Per (implementation, seed) it records the wall-clock and the CPU time of ``model.learn()`` (the
 end-to-end steps/s: env steps, policy, training) and the mean of 10 deterministic evaluation
 episodes at the end (``evaluate_policy``: over ``VecMonitor(SB3VecEnv)`` for ours, over
-``Monitor(gym.make("CartPole-v1"))`` for gymnasium's). The two implementations alternate per seed,
-so a drift in background load hits both; before each run it waits (bounded) for a quiet machine
-and records the background CPU use and the load average beside the run. Both env
-kinds are built and stepped once before the timed runs (``first_call_s``: our kernels load from
-numba's cache or compile there).
+``Monitor(gym.make("CartPole-v1"))`` for gymnasium's). The two implementations alternate per seed
+(:func:`gpu_envs.benchmarks.timing.alternating`), so a drift in background load hits both; before
+each run it waits (bounded) for a quiet machine and records the background CPU use and the load
+average beside the run (:func:`gpu_envs.benchmarks.machine.run_when_quiet`). Both env kinds are
+built and stepped once before the timed runs (``first_call_s``: our kernels load from numba's
+cache or compile there). Last, ``VecEnv.step`` of each alone is timed with the shared protocol.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import statistics
 import time
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
-from gpu_envs.benchmarks import timing
+from gpu_envs.benchmarks import machine, report, timing
+
+if TYPE_CHECKING:
+    from stable_baselines3 import PPO
 
 IMPLEMENTATIONS = ("gymnasium", "gpu_envs")
 RL_ZOO = dict(n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0)
@@ -41,15 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
-    parser.add_argument(
-        "--quiet-threshold",
-        type=float,
-        default=0.25,
-        help="before each run wait until other processes use less than this fraction of the CPUs",
-    )
-    parser.add_argument(
-        "--max-wait", type=float, default=60.0, help="longest wait for a quiet machine, s"
-    )
+    machine.add_quiet_arguments(parser)
     parser.add_argument(
         "--step-calls", type=int, default=5000, help="VecEnv.step calls timed per repeat"
     )
@@ -58,6 +51,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def linear_schedule(start: float):
     return lambda progress_remaining: progress_remaining * start
+
+
+def rl_zoo_ppo(env, seed: int) -> PPO:
+    """SB3 PPO with rl-zoo's CartPole-v1 hyperparameters on ``env``, trained on the CPU."""
+    from stable_baselines3 import PPO
+
+    return PPO(
+        "MlpPolicy",
+        env,
+        learning_rate=linear_schedule(1e-3),
+        clip_range=linear_schedule(0.2),
+        seed=seed,
+        device="cpu",
+        verbose=0,
+        **RL_ZOO,
+    )
 
 
 def _envs(impl: str, seed: int, device: str):
@@ -81,21 +90,10 @@ def _envs(impl: str, seed: int, device: str):
 
 def run_one(impl: str, seed: int, timesteps: int, device: str, eval_episodes: int) -> dict:
     """Train one PPO model and evaluate it."""
-    from stable_baselines3 import PPO
     from stable_baselines3.common.evaluation import evaluate_policy
 
     env, eval_env = _envs(impl, seed, device)
-    model = PPO(
-        "MlpPolicy",
-        env,
-        learning_rate=linear_schedule(1e-3),
-        clip_range=linear_schedule(0.2),
-        seed=seed,
-        device="cpu",
-        verbose=0,
-        **RL_ZOO,
-    )
-    load_before = os.getloadavg()[0]
+    model = rl_zoo_ppo(env, seed)
     wall0, cpu0 = time.perf_counter(), time.process_time()
     model.learn(total_timesteps=timesteps)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
@@ -114,8 +112,6 @@ def run_one(impl: str, seed: int, timesteps: int, device: str, eval_episodes: in
         steps_per_cpu_s=model.num_timesteps / cpu,
         eval_mean=float(eval_mean),
         eval_std=float(eval_std),
-        loadavg_before=load_before,
-        loadavg_after=os.getloadavg()[0],
     )
 
 
@@ -137,26 +133,25 @@ def warm_up(device: str) -> dict:
 
 
 def time_vec_steps(impl: str, device: str, calls: int, repeats: int = 3) -> float:
-    """Median microseconds per ``VecEnv.step`` of 8 envs with random actions (the env side alone:
-    ours through ``VecMonitor(SB3VecEnv)``, gymnasium's through ``DummyVecEnv`` of ``Monitor``s)."""
+    """Median microseconds per ``VecEnv.step`` of 8 envs with random actions over ``repeats`` of
+    ``calls`` steps (the env side alone: ours through ``VecMonitor(SB3VecEnv)``, gymnasium's
+    through ``DummyVecEnv`` of ``Monitor``s)."""
     import numpy as np
 
     env, eval_env = _envs(impl, 0, device)
-    actions = np.random.default_rng(0).integers(0, 2, (calls, NUM_ENVS))
     env.reset()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for a in actions:
-            env.step(a)
-        times.append((time.perf_counter() - start) / calls * 1e6)
-    env.close()
+    next_actions = timing.cycle_pool(np.random.default_rng(0).integers(0, 2, (64, NUM_ENVS)))
+    runner = timing.Runner(lambda: env.step(next_actions()), NUM_ENVS, close=env.close)
+    with runner:
+        result = timing.measure(runner, repeats=repeats, calls_per_repeat=calls)
     eval_env.close()
-    return statistics.median(times)
+    return 1e6 * NUM_ENVS / result.env_steps_per_s
 
 
 def summarize(runs: list[dict]) -> dict:
     """Per implementation: median steps/s (wall and CPU), eval means, seeds reaching >= 475."""
+    import statistics
+
     summary = {}
     for impl in IMPLEMENTATIONS:
         mine = [r for r in runs if r["impl"] == impl]
@@ -189,7 +184,7 @@ def markdown(runs: list[dict], summary: dict) -> str:
         lines.append(
             f"| {r['impl']} | {r['seed']} | {r['wall_s']:.1f} | {r['steps_per_s']:.0f} | "
             f"{r['steps_per_cpu_s']:.0f} | {r['eval_mean']:.1f} ± {r['eval_std']:.1f} | "
-            f"{timing.format_share(r['background_busy_before'])} | "
+            f"{report.format_share(r['background_busy_before'])} | "
             f"{r['loadavg_before']:.1f} → {r['loadavg_after']:.1f} |"
         )
     lines += [
@@ -211,26 +206,26 @@ def markdown(runs: list[dict], summary: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    import importlib.metadata as metadata
-
     import torch
 
     torch.set_num_threads(args.threads)
-    seeds = [int(s) for s in args.seeds.split(",")]
+    seeds = report.parse_int_list(args.seeds, minimum=0)
     first_call_s = warm_up(args.device)
     runs = []
-    for k, seed in enumerate(seeds):
-        order = IMPLEMENTATIONS if k % 2 == 0 else IMPLEMENTATIONS[::-1]
-        for impl in order:
-            busy = timing.wait_for_quiet(args.max_wait, args.quiet_threshold)
-            result = run_one(impl, seed, args.timesteps, args.device, args.eval_episodes)
-            result["background_busy_before"] = busy
-            runs.append(result)
-            print(
-                f"{impl:9s} seed {seed}: {result['wall_s']:.1f} s, {result['steps_per_s']:.0f} steps/s "
-                f"({result['steps_per_cpu_s']:.0f} per CPU s), eval {result['eval_mean']:.1f}",
-                flush=True,
-            )
+    for seed, impl in timing.alternating(seeds, IMPLEMENTATIONS):
+        result = machine.run_when_quiet(
+            lambda impl=impl, seed=seed: run_one(
+                impl, seed, args.timesteps, args.device, args.eval_episodes
+            ),
+            args.max_wait,
+            args.quiet_threshold,
+        )
+        runs.append(result)
+        print(
+            f"{impl:9s} seed {seed}: {result['wall_s']:.1f} s, {result['steps_per_s']:.0f} "
+            f"steps/s ({result['steps_per_cpu_s']:.0f} per CPU s), eval {result['eval_mean']:.1f}",
+            flush=True,
+        )
     summary = summarize(runs)
     for impl in IMPLEMENTATIONS:
         summary[impl]["vec_step_us"] = time_vec_steps(impl, args.device, args.step_calls)
@@ -238,23 +233,14 @@ def run(args: argparse.Namespace) -> int:
     record = dict(
         bench="sb3_ppo_cartpole",
         date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        machine=dict(
-            platform=platform.platform(),
-            processor=platform.processor(),
-            cpus=os.cpu_count(),
-            python=platform.python_version(),
-        ),
-        versions={
-            p: metadata.version(p) for p in ("stable-baselines3", "torch", "gymnasium", "numba")
-        },
-        args={k: v for k, v in vars(args).items() if k != "func"},
+        machine=machine.machine_info(),
+        args=report.settings(args),
         first_call_s=first_call_s,
         runs=runs,
         summary=summary,
     )
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(record, f, indent=1, default=str)
+        report.write_json(record, args.json)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Tag throughput: ours on the seed config beside the installed peers, and the 1000-agent scale point.
+"""Tag throughput: ours on the seed config beside the installed peers, and a 1000-agent scale point.
 
 Ours: ``gpu_envs.TagEnv`` with the seed run config (5 taggers + 100 runners, L = 20, T = 200,
 10 acceleration and 10 turn levels, partial observation of the k = 10 nearest, runners exit when
@@ -16,45 +16,31 @@ equivalent workload (configured as in the project's peer harness):
 Scale point: the seed config with 10 taggers + 990 runners (N = 1000), ours only.
 
 Throughput: env-steps/s = games advanced by one step per second; agent-steps/s = env-steps/s x
-agents per game. Timing protocol: ``gpu_envs.benchmarks.timing.measure`` (first call timed apart,
-warm-up, calibrated repeats, median).
+agents per game. Timing protocol: :func:`gpu_envs.benchmarks.timing.measure` (first call timed
+apart, warm-up, calibrated repeats, median), one implementation and size at a time: a peer's
+larger batches are skipped once one of its steps takes longer than ``--peer-max-step-s``.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
-import platform
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
-from gpu_envs.benchmarks.timing import cycle_pool
+from gpu_envs.benchmarks import machine, report, timing
+from gpu_envs.benchmarks.timing import Runner, cycle_pool
 from gpu_envs.tag_params import seed_config
 
 SEED_NUM_ENVS = (1, 16, 256, 1024, 4096)
 SCALE_NUM_ENVS = (64, 256)
 SCALE_TEAMS = (10, 990)  # taggers, runners: N = 1000
 PEER_TAGGERS, PEER_RUNNERS = 5, 100
-
-
-@dataclass
-class Runner:
-    """One measurable workload: ``call()`` advances ``num_envs`` games by one step."""
-
-    call: Callable[[], Any]
-    num_envs: int
-    agents_per_env: int
-    config: str
-    sync: Callable[[], None] = lambda: None
-    close: Callable[[], None] = lambda: None
-    meta: dict[str, Any] = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------------------------ ours
@@ -82,23 +68,20 @@ def make_ours(
     ]
     next_actions = cycle_pool(pool)
 
-    def sync() -> None:
-        if env.device.type == "cuda":
-            torch.cuda.synchronize(env.device)
-
     p = env.params
+    observed = "full" if p.use_full_observation else f"k={p.num_other_agents_observed}"
     config = (
-        f"{p.num_taggers} taggers + {p.num_runners} runners, L={p.grid_length:g}, T={p.episode_length}, "
-        f"{'full' if p.use_full_observation else f'k={p.num_other_agents_observed}'} obs "
-        f"(obs_dim {env.obs_dim}), device {env.device}, validate_actions={validate_actions}"
+        f"{p.num_taggers} taggers + {p.num_runners} runners, L={p.grid_length:g}, "
+        f"T={p.episode_length}, {observed} obs (obs_dim {env.obs_dim}), device {env.device}, "
+        f"validate_actions={validate_actions}"
     )
     return Runner(
         lambda: env.step(next_actions()),
         num_envs,
-        env.num_agents,
-        config,
-        sync=sync,
-        close=env.close,
+        (lambda: torch.cuda.synchronize(env.device)) if env.device.type == "cuda" else None,
+        env.close,
+        agents_per_env=env.num_agents,
+        config=config,
         meta={"obs_dim": env.obs_dim, "device": str(env.device)},
     )
 
@@ -127,8 +110,9 @@ def make_vmas(num_envs: int, seed: int) -> Runner:
     return Runner(
         lambda: env.step(next_actions()),
         num_envs,
-        len(env.agents),
-        "simple_tag 5 adversaries + 100 good, 0 landmarks, bound=10 (20x20), continuous, full obs",
+        agents_per_env=len(env.agents),
+        config="simple_tag 5 adversaries + 100 good, 0 landmarks, bound=10 (20x20), continuous, "
+        "full obs",
         meta={"obs_dim": sorted({int(o.shape[-1]) for o in obs}), "version": vmas.__version__},
     )
 
@@ -160,10 +144,10 @@ def make_mpe2(num_envs: int, seed: int) -> Runner:
     return Runner(
         call,
         1,
-        len(agents),
-        "simple_tag_v3 5 adversaries + 100 good, 0 obstacles, "
-        "num_agent_neighbors=10, max_cycles=200, discrete",
         close=env.close,
+        agents_per_env=len(agents),
+        config="simple_tag_v3 5 adversaries + 100 good, 0 obstacles, "
+        "num_agent_neighbors=10, max_cycles=200, discrete",
         meta={"obs_dim": sorted({int(o.shape[-1]) for o in obs.values()})},
     )
 
@@ -200,10 +184,10 @@ def make_jaxmarl(num_envs: int, seed: int) -> Runner:
     return Runner(
         call,
         num_envs,
-        len(agents),
-        "MPE_simple_tag_v3 5 adversaries + 100 good, 0 obstacles, "
+        lambda: jax.block_until_ready(box["carry"]),
+        agents_per_env=len(agents),
+        config="MPE_simple_tag_v3 5 adversaries + 100 good, 0 obstacles, "
         "jit(vmap(step)) per call, 25-step episodes, full obs",
-        sync=lambda: jax.block_until_ready(box["carry"]),
     )
 
 
@@ -215,26 +199,16 @@ PEERS: dict[str, tuple[str, Callable[[int, int], Runner], str]] = {
 
 
 # ------------------------------------------------------------------------------------ runs
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"expected comma-separated ints, got {text!r}") from error
-    if any(v <= 0 for v in values):
-        raise argparse.ArgumentTypeError(f"num_envs must be > 0, got {text!r}")
-    return values
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--num-envs",
-        type=_int_list,
+        type=report.parse_int_list,
         default=list(SEED_NUM_ENVS),
         help="seed-config batch sizes (default 1,16,256,1024,4096)",
     )
     parser.add_argument(
         "--scale-num-envs",
-        type=_int_list,
+        type=report.parse_int_list,
         default=list(SCALE_NUM_ENVS),
         help="batch sizes of the N=1000 scale point (default 64,256; '' skips it)",
     )
@@ -259,16 +233,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _measure(runner: Runner) -> dict[str, Any]:
-    from gpu_envs.benchmarks.timing import measure
-
-    result = measure(
-        runner.call, runner.num_envs, runner.sync, wait_quiet_seconds=5.0, extra_attempts=2
-    ).to_dict()
-    result["agent_steps_per_s"] = result["env_steps_per_s"] * runner.agents_per_env
-    return result
-
-
 def _record(
     impl: str, label: str, runner_factory: Callable[[], Runner], num_envs: int
 ) -> dict[str, Any]:
@@ -280,11 +244,15 @@ def _record(
         record["error"] = f"{type(error).__name__}: {error}"
         return record
     record["setup_s"] = time.perf_counter() - started
-    try:
-        record.update(_measure(runner))
-    finally:
-        runner.close()
-    record.update(agents_per_env=runner.agents_per_env, config=runner.config, meta=runner.meta)
+    with runner:
+        result = timing.measure(runner, wait_quiet_seconds=5.0, extra_attempts=2).to_dict()
+    record.update(
+        result,
+        agent_steps_per_s=result["env_steps_per_s"] * runner.agents_per_env,
+        agents_per_env=runner.agents_per_env,
+        config=runner.config,
+        meta=runner.meta,
+    )
     return record
 
 
@@ -292,7 +260,10 @@ def _progress(record: dict[str, Any]) -> None:
     if "error" in record:
         text = record["error"]
     else:
-        text = f"{record['env_steps_per_s']:,.0f} env-steps/s, {record['agent_steps_per_s']:,.0f} agent-steps/s"
+        text = (
+            f"{record['env_steps_per_s']:,.0f} env-steps/s, "
+            f"{record['agent_steps_per_s']:,.0f} agent-steps/s"
+        )
     print(f"  {record['label']} num_envs={record['num_envs']}: {text}", file=sys.stderr, flush=True)
 
 
@@ -341,57 +312,28 @@ def run(args: argparse.Namespace) -> int:
             n,
         )
 
-    print(format_tables(records, args.num_envs, args.scale_num_envs, missing))
+    out = sys.stderr if args.json == "-" else sys.stdout  # '-': stdout is the JSON's
+    print(format_tables(records, args.num_envs, args.scale_num_envs, missing), file=out)
     if args.json:
-        payload = json.dumps(
-            {
-                "machine": machine_summary(),
-                "args": {k: v for k, v in vars(args).items() if k != "func"},
-                "missing_peers": missing,
-                "records": records,
-            },
-            indent=2,
-            default=str,
-        )
-        if args.json == "-":
-            print(payload)
-        else:
-            with open(args.json, "w") as handle:
-                handle.write(payload + "\n")
+        document = {
+            "date": time.strftime("%Y-%m-%d %H:%M"),
+            "machine": machine.machine_info(),
+            "args": report.settings(args),
+            "missing_peers": missing,
+            "records": records,
+        }
+        report.write_json(document, args.json)
     return 0
 
 
 # ------------------------------------------------------------------------------------ output
-def machine_summary() -> dict[str, Any]:
-    import os
-
-    import numba
-
-    return {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "numba": numba.__version__,
-        "numba_threads": numba.get_num_threads(),
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "date": time.strftime("%Y-%m-%d %H:%M"),
-    }
-
-
 def _cell(record: dict[str, Any] | None) -> str:
     if record is None:
         return "—"
     if "error" in record:
         return "error"
-    return f"{_si(record['env_steps_per_s'])} ({_si(record['agent_steps_per_s'])})"
-
-
-def _si(value: float) -> str:
-    for factor, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if value >= factor:
-            return f"{value / factor:.3g}{suffix}"
-    return f"{value:.3g}"
+    rate = report.format_rate
+    return f"{rate(record['env_steps_per_s'])} ({rate(record['agent_steps_per_s'])})"
 
 
 def format_tables(

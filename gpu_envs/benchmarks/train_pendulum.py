@@ -1,4 +1,4 @@
-"""Time to swing up Pendulum: `gpu-envs train pendulum` vs SB3 PPO (rl-zoo), training seconds to eval >= -250.
+"""Time to swing up Pendulum: `gpu-envs train pendulum` vs SB3 PPO (rl-zoo), to eval >= -250.
 
     python -m gpu_envs.benchmarks.train_pendulum --seeds 1,2,3 --json train_pendulum.json
     gpu-envs bench train-pendulum --seeds 1,2,3 --json train_pendulum.json
@@ -22,7 +22,8 @@ from gpu_envs.benchmarks.train_to_target import TrainToTarget
 if TYPE_CHECKING:
     from stable_baselines3 import PPO
 
-# rl-baselines3-zoo hyperparams/ppo.yml, Pendulum-v1 (tuned; n_timesteps 1e5 is the bench's default budget).
+# rl-baselines3-zoo hyperparams/ppo.yml, Pendulum-v1 (tuned; its n_timesteps 1e5 is the bench's
+# default budget).
 RL_ZOO_PENDULUM = dict(
     n_steps=1024,
     gae_lambda=0.95,
@@ -52,12 +53,7 @@ BENCH = TrainToTarget(
     sb3_model=_sb3_model,
     sb3_warm_up_steps=RL_ZOO_PENDULUM["n_steps"] * NUM_ENVS,
 )
-add_arguments, run = BENCH.add_arguments, BENCH.run
-
-
-def main(argv: list[str] | None = None) -> int:
-    return BENCH.main(argv, __doc__.splitlines()[0])
-
+add_arguments, run, main = BENCH.add_arguments, BENCH.run, BENCH.main
 
 if __name__ == "__main__":
     sys.exit(main())

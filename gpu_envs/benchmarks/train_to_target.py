@@ -1,10 +1,13 @@
-"""Time to a target return: a bundled trainer preset vs SB3 PPO, the machinery every ``bench train-*`` shares.
+"""Time to a target return, a bundled trainer preset vs SB3 PPO: shared by every ``bench train-*``.
 
-A ``TrainToTarget`` names the preset, the gymnasium env id, the return threshold, the target ratio and
-how to build SB3's model; ``gpu_envs.benchmarks.train_cartpole`` and ``train_pendulum`` each declare one.
+A ``TrainToTarget`` names the preset, the gymnasium env id, the return threshold, the target ratio
+and how to build SB3's model; ``gpu_envs.benchmarks.train_cartpole`` and ``train_pendulum`` each
+declare one.
 
-Per seed, the two implementations alternate (so a drift in background load hits both); before each
-run it waits (bounded) for a quiet machine and records the background CPU use and load average.
+Per seed, the two implementations alternate (:func:`gpu_envs.benchmarks.timing.alternating`, so a
+drift in background load hits both); before each run it waits (bounded) for a quiet machine and
+records the background CPU use and load average
+(:func:`gpu_envs.benchmarks.machine.run_when_quiet`).
 
 * gpu_envs: the preset in a fresh process per seed (``Trainer.fit`` through the same config path as
   ``gpu-envs train PRESET --seed S``). Its clock excludes the warm-up (kernel load/compile) and the
@@ -17,11 +20,11 @@ run it waits (bounded) for a quiet machine and records the background CPU use an
   ``Monitor(gym.make(env_id))``, outside the clock (training seconds = ``learn()`` wall since
   training start minus evaluation time), and stops at the first mean >= the threshold.
 
-A run that never reaches the threshold reports null ("not reached" in the table). The summary checks
-the target: gpu_envs reaches the threshold on every seed, and the ratio of the median training
-seconds gpu_envs / sb3 is <= the target ratio (a seed that never reaches it counts as infinitely
-slow). The per-seed ratios are shown too, but a seed number pairs two unrelated learning runs, so
-their median mixes the spread of both.
+A run that never reaches the threshold reports null ("not reached" in the table). The summary
+checks the target: gpu_envs reaches the threshold on every seed, and the ratio of the median
+training seconds gpu_envs / sb3 is <= the target ratio (a seed that never reaches it counts as
+infinitely slow). The per-seed ratios are shown too, but a seed number pairs two unrelated learning
+runs, so their median mixes the spread of both.
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -41,7 +43,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from gpu_envs.benchmarks import timing
+from gpu_envs.benchmarks import machine, report, timing
 from gpu_envs.trainers.evaluation import EVAL_SEED_OFFSET
 from gpu_envs.trainers.presets import preset
 
@@ -67,7 +69,8 @@ with open(sys.argv[1], "w") as f:
 
 @dataclass(frozen=True)
 class TrainToTarget:
-    """One ``bench train-<preset>``: our ``preset`` vs SB3 on ``env_id`` to a mean return >= ``threshold``.
+    """One ``bench train-<preset>``: our ``preset`` vs SB3 on ``env_id`` to a mean return >=
+    ``threshold``.
 
     ``sb3_model(seed)`` builds SB3's PPO (rl-zoo's hyperparameters) on its training envs;
     ``sb3_warm_up_steps`` is the length of the untimed warm-up run (one rollout is enough).
@@ -114,15 +117,7 @@ class TrainToTarget:
             "--eval-episodes", type=int, default=10, help="SB3 episodes per evaluation"
         )
         parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads for SB3")
-        parser.add_argument(
-            "--quiet-threshold",
-            type=float,
-            default=0.25,
-            help="before each run wait until other processes use less than this fraction of the CPUs",
-        )
-        parser.add_argument(
-            "--max-wait", type=float, default=60.0, help="longest wait for a quiet machine, s"
-        )
+        machine.add_quiet_arguments(parser)
         parser.add_argument(
             "--json", default=None, help="write every run, the summary and the machine here"
         )
@@ -131,7 +126,8 @@ class TrainToTarget:
         return best_eval is not None and best_eval >= self.threshold
 
     def run_ours(self, seed: int, overrides: list[str]) -> dict:
-        """One `gpu-envs train PRESET --seed SEED` in a fresh process; its log stays in a temp folder."""
+        """One `gpu-envs train PRESET --seed SEED` in a fresh process; its log stays in a temp
+        folder."""
         with tempfile.TemporaryDirectory(prefix=f"{self.bench}_") as tmp:
             result_path, log_path = os.path.join(tmp, "result.json"), os.path.join(tmp, "train.log")
             command = [
@@ -169,11 +165,13 @@ class TrainToTarget:
         )
 
     def threshold_callback(self, eval_freq: int, episodes: int, seed: int) -> BaseCallback:
-        """An SB3 callback: deterministic evaluations every ``eval_freq`` timesteps (after the update)
-        and at the end, outside its training clock; stops training at the first mean >= the threshold.
+        """An SB3 callback: deterministic evaluations every ``eval_freq`` timesteps (after the
+        update) and at the end, outside its training clock; stops training at the first mean >= the
+        threshold.
 
-        Its evaluation env is seeded like the trainer's evaluator (seed + EVAL_SEED_OFFSET), so a seed's
-        run is the same in every bench run (unseeded, SB3's CartPole median moved between 4.1 and 6.9 s)."""
+        Its evaluation env is seeded like the trainer's evaluator (seed + EVAL_SEED_OFFSET), so a
+        seed's run is the same in every bench run: unseeded evaluations would move SB3's median
+        between bench runs (see the trainer benchmarks page)."""
         import gymnasium as gym
         from stable_baselines3.common.callbacks import BaseCallback
         from stable_baselines3.common.evaluation import evaluate_policy
@@ -242,7 +240,8 @@ class TrainToTarget:
         )
 
     def warm_up_sb3(self) -> float:
-        """One short SB3 run with an evaluation (torch's first calls), before any timed run; seconds."""
+        """One short SB3 run with an evaluation (torch's first calls), before any timed run;
+        its seconds."""
         start = time.perf_counter()
         self.sb3_model(0).learn(
             total_timesteps=self.sb3_warm_up_steps,
@@ -251,7 +250,8 @@ class TrainToTarget:
         return time.perf_counter() - start
 
     def summarize(self, runs: list[dict]) -> dict:
-        """Per seed ours / sb3 training seconds to the threshold, their medians and the target check."""
+        """Per seed ours / sb3 training seconds to the threshold, their medians and the target
+        check."""
         by_key = {(r["impl"], r["seed"]): r for r in runs}
         seeds = list(dict.fromkeys(r["seed"] for r in runs))
         per_seed = []
@@ -261,7 +261,8 @@ class TrainToTarget:
             per_seed.append(dict(seed=seed, gpu_envs_s=ours, sb3_s=sb3, ratio=ratio))
 
         def median(key: str) -> float | None:
-            """Median over the seeds, a seed that never reached the threshold counting as infinitely slow."""
+            """Median over the seeds, a seed that never reached the threshold counting as
+            infinitely slow."""
             value = statistics.median(
                 math.inf if row[key] is None else row[key] for row in per_seed
             )
@@ -291,8 +292,9 @@ class TrainToTarget:
     def markdown(self, runs: list[dict], summary: dict) -> str:
         threshold = self.threshold
         lines = [
-            f"| impl | seed | train s to eval ≥ {threshold:g} | env steps then | best eval | train s total | "
-            "env steps total | wall s (process / learn) | background CPU before | load avg |",
+            f"| impl | seed | train s to eval ≥ {threshold:g} | env steps then | best eval | "
+            "train s total | env steps total | wall s (process / learn) | background CPU before | "
+            "load avg |",
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in runs:
@@ -300,106 +302,81 @@ class TrainToTarget:
                 f"| {r['impl']} | {r['seed']} | {_fmt(r['train_s'], '.2f')} | "
                 f"{_fmt(r['steps'], 'd', '–')} | {_fmt(r['best_eval'], '.1f', '–')} | "
                 f"{r['total_train_s']:.2f} | {r['total_steps']} | "
-                f"{r['wall_s']:.1f} | {timing.format_share(r['background_busy_before'])} | "
+                f"{r['wall_s']:.1f} | {report.format_share(r['background_busy_before'])} | "
                 f"{r['loadavg_before']:.1f} → {r['loadavg_after']:.1f} |"
             )
         lines += ["", "| seed | gpu_envs s | sb3 s | gpu_envs / sb3 |", "|---|---|---|---|"]
         for row in summary["per_seed"]:
             lines.append(
-                f"| {row['seed']} | {_fmt(row['gpu_envs_s'], '.2f')} | {_fmt(row['sb3_s'], '.2f')} | "
-                f"{_fmt(row['ratio'], '.3f', '–')} |"
+                f"| {row['seed']} | {_fmt(row['gpu_envs_s'], '.2f')} | "
+                f"{_fmt(row['sb3_s'], '.2f')} | {_fmt(row['ratio'], '.3f', '–')} |"
             )
         lines.append(
             f"| median | {_fmt(summary['median_gpu_envs_s'], '.2f')} | "
-            f"{_fmt(summary['median_sb3_s'], '.2f')} | {_fmt(summary['median_per_seed_ratio'], '.3f', '–')} |"
+            f"{_fmt(summary['median_sb3_s'], '.2f')} | "
+            f"{_fmt(summary['median_per_seed_ratio'], '.3f', '–')} |"
         )
         met = "met" if summary["target_met"] else "not met"
         seeds = summary["seeds"]
         lines += [
             "",
             f"gpu_envs reached {threshold:g} on {summary['gpu_envs_seeds_reached']}/{seeds} seeds, "
-            f"sb3 on {summary['sb3_seeds_reached']}/{seeds}; target: all seeds and median gpu_envs s / "
-            f"median sb3 s ≤ {self.target_ratio:g}: {_fmt(summary['ratio_of_medians'], '.3f', '–')} ({met})",
+            f"sb3 on {summary['sb3_seeds_reached']}/{seeds}; target: all seeds and median "
+            f"gpu_envs s / median sb3 s ≤ {self.target_ratio:g}: "
+            f"{_fmt(summary['ratio_of_medians'], '.3f', '–')} ({met})",
         ]
         return "\n".join(lines)
 
     def run_measured(self, impl: str, seed: int, args: argparse.Namespace) -> dict:
         """Wait for a quiet machine, then one run of ``impl`` with the background load beside it."""
-        busy = timing.wait_for_quiet(args.max_wait, args.quiet_threshold)
-        load_before = os.getloadavg()[0]
-        if impl == "gpu_envs":
-            result = self.run_ours(seed, args.override)
-        else:
-            result = self.run_sb3(seed, args.timesteps, args.sb3_eval_freq, args.eval_episodes)
-        return dict(
-            impl=impl,
-            seed=seed,
-            **result,
-            background_busy_before=busy,
-            loadavg_before=load_before,
-            loadavg_after=os.getloadavg()[0],
-        )
+
+        def run() -> dict:
+            if impl == "gpu_envs":
+                result = self.run_ours(seed, args.override)
+            else:
+                result = self.run_sb3(seed, args.timesteps, args.sb3_eval_freq, args.eval_episodes)
+            return dict(impl=impl, seed=seed, **result)
+
+        return machine.run_when_quiet(run, args.max_wait, args.quiet_threshold)
 
     def run(self, args: argparse.Namespace) -> int:
-        """Entry point of ``gpu-envs bench train-PRESET``: the runs, their table and the JSON record."""
+        """Entry point of ``gpu-envs bench train-PRESET``: the runs, their table and the JSON
+        record."""
         import torch
 
         torch.set_num_threads(args.threads)
-        seeds = [int(s) for s in args.seeds.split(",")]
         record = dict(
             bench=self.bench,
             date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            machine=machine_info(),
-            args={k: v for k, v in vars(args).items() if k != "func"},
+            machine=machine.machine_info(),
+            args=report.settings(args),
             sb3_first_call_s=self.warm_up_sb3(),
         )
         runs = []
-        for k, seed in enumerate(seeds):
-            for impl in IMPLEMENTATIONS if k % 2 == 0 else IMPLEMENTATIONS[::-1]:
-                r = self.run_measured(impl, seed, args)
-                runs.append(r)
-                print(
-                    f"{impl:8s} seed {seed}: train s to {self.threshold:g}: {_fmt(r['train_s'], '.2f')} "
-                    f"(best eval {_fmt(r['best_eval'], '.1f', '–')}, wall {r['wall_s']:.1f} s)",
-                    flush=True,
-                )
+        for seed, impl in timing.alternating(report.parse_int_list(args.seeds, 0), IMPLEMENTATIONS):
+            r = self.run_measured(impl, seed, args)
+            runs.append(r)
+            print(
+                f"{impl:8s} seed {seed}: train s to {self.threshold:g}: "
+                f"{_fmt(r['train_s'], '.2f')} (best eval {_fmt(r['best_eval'], '.1f', '–')}, "
+                f"wall {r['wall_s']:.1f} s)",
+                flush=True,
+            )
         record.update(runs=runs, summary=self.summarize(runs))
         print(self.markdown(runs, record["summary"]))
         if args.json:
-            with open(args.json, "w") as f:
-                json.dump(record, f, indent=1)
+            report.write_json(record, args.json)
         return 0
 
-    def main(self, argv: list[str] | None = None, description: str = "") -> int:
-        parser = argparse.ArgumentParser(description=description)
+    def main(self, argv: list[str] | None = None) -> int:
+        """``python -m`` entry point: parse ``argv`` and :meth:`run`."""
+        parser = argparse.ArgumentParser(
+            description=f"Time to {self.threshold:g} on {self.env_id}: `gpu-envs train "
+            f"{self.preset}` vs SB3 PPO (rl-zoo)"
+        )
         self.add_arguments(parser)
         return self.run(parser.parse_args(argv))
 
 
 def _fmt(value: float | None, spec: str = ".1f", missing: str = "not reached") -> str:
     return missing if value is None else format(value, spec)
-
-
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo (``platform.processor()`` where there is none)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
-def machine_info() -> dict:
-    import importlib.metadata as metadata
-
-    packages = ("gpu-envs", "torch", "stable-baselines3", "gymnasium", "lightning", "numba")
-    return dict(
-        platform=platform.platform(),
-        cpu_model=cpu_model(),
-        cpus=os.cpu_count(),
-        python=platform.python_version(),
-        versions={p: metadata.version(p) for p in packages},
-    )

@@ -1,4 +1,4 @@
-"""``gpu-envs bench cartpole|pendulum|tag``: throughput of our envs beside the peers, in one process run."""
+"""``gpu-envs bench GAME``: throughput (and time to train) of ours beside the peers, in one run."""
 
 from __future__ import annotations
 

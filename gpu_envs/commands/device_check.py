@@ -1,28 +1,28 @@
 """``gpu-envs device-check``: CPU-vs-CUDA parity and CUDA throughput on one GPU, in a few minutes.
 
-Parity: the same seeds and the same random actions are fed to an env on the CPU and one on the GPU,
-step by step, with autoresets, and every output and state array is compared by
-:func:`gpu_envs.utils.parity.compare_envs`: floats within a per-dtype tolerance (the GPU compiler
-fuses multiply-adds, so the last bits may differ), integer state exactly, except where a near-tie
-explains the difference (a CartPole at a termination threshold, a runner at Tag's tagging margin,
-two of Tag's neighbours at the same distance). A check passes when every difference is within
-tolerance or such a near-tie, and fails on any other.
+Parity: :func:`gpu_envs.utils.parity.compare_devices` feeds the same seeds and the same random
+actions to an env on the CPU and one on the GPU, step by step, with autoresets, and compares every
+output and state array: floats within a per-dtype tolerance (the GPU compiler fuses multiply-adds,
+so the last bits may differ), integer state exactly, except where a near-tie explains the
+difference (a CartPole at a termination threshold, a runner at Tag's tagging margin, two of Tag's
+neighbours at the same distance). A check passes when every difference is within tolerance or such
+a near-tie, and fails on any other.
 
 Throughput: env-steps/s of the CUDA env over a range of batch sizes, synchronised with
 ``torch.cuda.synchronize`` (protocol of :mod:`gpu_envs.benchmarks.timing`).
 
-Each game contributes a parity function (and CartPole and Tag a throughput function) to
-:func:`plan`; ``--quick`` runs small parity checks only. Exit status: 0 all parity checks pass, 1 a parity check
-failed, 2 no usable CUDA GPU.
+This command picks the games and their settings (:func:`plan`) and reports; ``--quick`` runs small
+parity checks only. Exit status: 0 all parity checks pass, 1 a parity check failed, 2 no usable
+CUDA GPU.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 from collections.abc import Callable
+from functools import partial
 
 NO_GPU_EXIT = 2
 FAIL_EXIT = 1
@@ -39,14 +39,43 @@ class Row:
     record: dict = dataclasses.field(default_factory=dict)
 
 
-def _parity_row(check: str, setting: str, report, record: dict) -> Row:
+def _parity_row(
+    check: str,
+    setting: str,
+    record: dict,
+    make_env: Callable[[str], object],
+    steps: int,
+    device: str,
+    reference_device: str,
+    seed: int,
+) -> Row:
+    """Compare ``make_env`` on the two devices and report it as a row."""
+    from gpu_envs.utils.parity import compare_devices
+
+    report = compare_devices(
+        make_env, steps, device=device, reference_device=reference_device, seed=seed
+    )
     return Row(
         check,
-        setting,
+        f"{setting}, {reference_device} vs {device}",
         report.summary(),
         report.verdict,
         {"kind": "parity", **record, **report.to_record()},
     )
+
+
+def _throughput_row(check: str, setting: str, runner, timing_options: dict, record: dict) -> Row:
+    """Time ``runner`` (then close it) and report it as a row."""
+    from gpu_envs.benchmarks import timing
+    from gpu_envs.benchmarks.report import format_rate
+
+    with runner:
+        result = timing.measure(runner, **timing_options)
+    text = f"{format_rate(result.env_steps_per_s)} env-steps/s"
+    if runner.agents_per_env > 1:
+        text += f" ({format_rate(result.env_steps_per_s * runner.agents_per_env)} agent-steps/s)"
+    text += f"; first call {result.first_call_s:.2f} s"
+    return Row(check, setting, text, "", {"kind": "throughput", **record, **result.to_dict()})
 
 
 # --------------------------------------------------------------------------------------- CartPole
@@ -62,38 +91,22 @@ def cartpole_parity(
     seed: int = 0,
 ) -> Row:
     """CartPole on ``device`` against ``reference_device``: same seeds, same random actions."""
-    import torch
-
     from gpu_envs.cartpole import CartPoleVectorEnv
-    from gpu_envs.utils.parity import compare_envs
 
-    reference, candidate = (
-        CartPoleVectorEnv(
-            num_envs,
-            device=dev,
-            dtype=dtype,
-            autoreset_mode=autoreset_mode,
-            max_episode_steps=max_episode_steps,
-        )
-        for dev in (reference_device, device)
-    )
-    generator = torch.Generator().manual_seed(seed)
-    report = compare_envs(
-        reference,
-        candidate,
-        lambda _: torch.randint(0, 2, (num_envs,), generator=generator),
-        steps,
-        seed=seed,
+    make_env = partial(
+        CartPoleVectorEnv,
+        num_envs,
+        dtype=dtype,
+        autoreset_mode=autoreset_mode,
+        max_episode_steps=max_episode_steps,
     )
     setting = (
         f"{dtype}, {autoreset_mode}, {num_envs} envs x {steps} steps, "
-        f"max_episode_steps={max_episode_steps}, {reference_device} vs {device}"
+        f"max_episode_steps={max_episode_steps}"
     )
+    record = {"game": "cartpole", "dtype": dtype, "autoreset_mode": autoreset_mode}
     return _parity_row(
-        "cartpole parity",
-        setting,
-        report,
-        {"game": "cartpole", "dtype": dtype, "autoreset_mode": autoreset_mode},
+        "cartpole parity", setting, record, make_env, steps, device, reference_device, seed
     )
 
 
@@ -108,12 +121,11 @@ def cartpole_throughput(
         num_envs = 2**log2
         pool = max(2, min(64, 2**24 // num_envs))
         for validate in (True, False):
-            runner = gpu_envs_runner(device, dtype, validate, pool)(num_envs, 0)
             rows.append(
                 _throughput_row(
                     "cartpole throughput",
                     f"2^{log2} envs, {dtype}, validate_actions={validate}",
-                    runner,
+                    gpu_envs_runner(device, dtype, validate, pool)(num_envs, 0),
                     timing_options,
                     {
                         "game": "cartpole",
@@ -124,22 +136,6 @@ def cartpole_throughput(
                 )
             )
     return rows
-
-
-def _throughput_row(
-    check: str, setting: str, runner, timing_options: dict, record: dict, agents_per_env: int = 1
-) -> Row:
-    from gpu_envs.benchmarks import timing
-
-    try:
-        result = timing.measure(runner.call, runner.num_envs, runner.sync, **timing_options)
-    finally:
-        runner.close()
-    text = f"{timing.format_rate(result.env_steps_per_s)} env-steps/s"
-    if agents_per_env > 1:
-        text += f" ({timing.format_rate(result.env_steps_per_s * agents_per_env)} agent-steps/s)"
-    text += f"; first call {result.first_call_s:.2f} s"
-    return Row(check, setting, text, "", {"kind": "throughput", **record, **result.to_dict()})
 
 
 # --------------------------------------------------------------------------------------- Pendulum
@@ -153,37 +149,17 @@ def pendulum_parity(
     seed: int = 0,
 ) -> Row:
     """Pendulum on ``device`` against ``reference_device``: same seeds, same random torques."""
-    import torch
-
     from gpu_envs.pendulum import PendulumVectorEnv
-    from gpu_envs.utils.parity import compare_envs
 
-    reference, candidate = (
-        PendulumVectorEnv(num_envs, device=dev, dtype=dtype, max_episode_steps=50)
-        for dev in (reference_device, device)
+    make_env = partial(PendulumVectorEnv, num_envs, dtype=dtype, max_episode_steps=50)
+    setting = f"{dtype}, {num_envs} envs x {steps} steps"
+    record = {"game": "pendulum", "dtype": dtype}
+    return _parity_row(
+        "pendulum parity", setting, record, make_env, steps, device, reference_device, seed
     )
-    generator = torch.Generator().manual_seed(seed)
-    report = compare_envs(
-        reference,
-        candidate,
-        lambda _: torch.rand((num_envs, 1), generator=generator) * 4.0 - 2.0,
-        steps,
-        seed=seed,
-    )
-    setting = f"{dtype}, {num_envs} envs x {steps} steps, {reference_device} vs {device}"
-    return _parity_row("pendulum parity", setting, report, {"game": "pendulum", "dtype": dtype})
 
 
 # --------------------------------------------------------------------------------------- Tag
-def _tag_actions(env, generator, leading: tuple[int, ...] = ()):
-    import torch
-
-    shape = (*leading, env.num_envs, env.num_agents)
-    acc = torch.randint(0, env.action_nvec[0], shape, generator=generator)
-    turn = torch.randint(0, env.action_nvec[1], shape, generator=generator)
-    return torch.stack((acc, turn), dim=-1)
-
-
 def tag_parity(
     device: str,
     *,
@@ -195,58 +171,34 @@ def tag_parity(
 ) -> Row:
     """Tag (the seed config, or ``params``) on ``device`` against ``reference_device``: same seeds
     and actions."""
-    import torch
-
     from gpu_envs.tag import TagEnv
     from gpu_envs.tag_params import seed_config
-    from gpu_envs.utils.parity import compare_envs
 
-    config = seed_config() if params is None else params
-    reference, candidate = (TagEnv(num_envs, dev, **config) for dev in (reference_device, device))
-    generator = torch.Generator().manual_seed(seed)
-    report = compare_envs(
-        reference, candidate, lambda _: _tag_actions(reference, generator), steps, seed=seed
-    )
+    make_env = partial(TagEnv, num_envs, **(seed_config() if params is None else params))
     setting = (
-        f"{'seed config' if params is None else 'small config'}, {num_envs} envs x {steps} steps, "
-        f"{reference_device} vs {device}"
+        f"{'seed config' if params is None else 'small config'}, {num_envs} envs x {steps} steps"
     )
-    return _parity_row("tag parity", setting, report, {"game": "tag"})
+    return _parity_row(
+        "tag parity", setting, {"game": "tag"}, make_env, steps, device, reference_device, seed
+    )
 
 
 def tag_throughput(device: str, log2_sizes: range, timing_options: dict) -> list[Row]:
     """env-steps/s (and agent-steps/s) of ``TagEnv`` with the seed config on ``device``."""
-    import torch
-
-    from gpu_envs.benchmarks.cartpole import Runner
-    from gpu_envs.benchmarks.timing import cycle_pool
-    from gpu_envs.tag import TagEnv
+    from gpu_envs.benchmarks.tag import make_ours
     from gpu_envs.tag_params import seed_config
 
-    config = seed_config()
     rows = []
     for log2 in log2_sizes:
         num_envs = 2**log2
-        env = TagEnv(num_envs, device, **config)
-        env.reset(seed=0)
-        generator = torch.Generator().manual_seed(0)
-        pool = _tag_actions(env, generator, (8,)).to(env.device)
-        next_actions = cycle_pool(pool)
-        sync = torch.cuda.synchronize if env.device.type == "cuda" else None
-        runner = Runner(
-            lambda env=env, next_actions=next_actions: env.step(next_actions()),
-            num_envs,
-            sync,
-            env.close,
-        )
+        runner = make_ours(num_envs, 0, device=device, **seed_config())
         rows.append(
             _throughput_row(
                 "tag throughput",
-                f"2^{log2} envs, seed config ({env.num_agents} agents)",
+                f"2^{log2} envs, seed config ({runner.agents_per_env} agents)",
                 runner,
                 timing_options,
-                {"game": "tag", "num_envs": num_envs, "agents_per_env": env.num_agents},
-                env.num_agents,
+                {"game": "tag", "num_envs": num_envs, "agents_per_env": runner.agents_per_env},
             )
         )
     return rows
@@ -386,7 +338,7 @@ def plan(args) -> list[Callable[[], list[Row]]]:
 
 def format_table(rows: list[Row]) -> str:
     """All rows as one Markdown table."""
-    from gpu_envs.benchmarks.timing import markdown_table
+    from gpu_envs.benchmarks.report import markdown_table
 
     return markdown_table(
         ["check", "setting", "result", "status"],
@@ -406,9 +358,9 @@ def run(args) -> int:
     simulated = simulated_cuda()
     if not (cuda_available() or simulated):
         print(
-            "gpu-envs device-check: no usable CUDA GPU here (it needs torch.cuda.is_available() and "
-            "numba-cuda to find a driver); run it on a machine with an NVIDIA GPU. The CPU paths are "
-            "covered by the test suite and `gpu-envs bench`.",
+            "gpu-envs device-check: no usable CUDA GPU here (it needs torch.cuda.is_available() "
+            "and numba-cuda to find a driver); run it on a machine with an NVIDIA GPU. The CPU "
+            "paths are covered by the test suite and `gpu-envs bench`.",
             file=sys.stderr,
         )
         return NO_GPU_EXIT
@@ -432,10 +384,7 @@ def run(args) -> int:
             )
     print(format_table(rows), file=out, flush=True)
     if args.json is not None:
-        text = json.dumps([dataclasses.asdict(r) for r in rows], indent=1, default=str)
-        if args.json == "-":
-            print(text, flush=True)
-        else:
-            with open(args.json, "w") as handle:
-                handle.write(text + "\n")
+        from gpu_envs.benchmarks.report import write_json
+
+        write_json([dataclasses.asdict(r) for r in rows], args.json)
     return exit_status(rows)

@@ -1,10 +1,13 @@
-"""Parity of two gpu-envs vector envs stepped with the same seeds and actions (CPU vs CUDA, or any pair).
+"""Parity of two gpu-envs vector envs stepped with the same seeds and actions (CPU vs CUDA, or any
+pair).
 
-:func:`compare_envs` resets both envs with one seed, steps them with the same actions, and after the
-reset and every step compares each output (``obs``, ``rewards``, ``terminated``, ``truncated``,
+:func:`compare_envs` resets both envs with one seed, steps them with the same actions, and after
+the reset and every step compares each output (``obs``, ``rewards``, ``terminated``, ``truncated``,
 ``info/<key>``) and each state array of :func:`state_snapshot`. The :class:`ParityReport` holds one
 :class:`FieldStep` per step and field (exact, within tolerance, near-tie or mismatch), the near-ties
-and the mismatches, and a verdict.
+and the mismatches, and a verdict. :func:`compare_devices` builds one env on each of two devices and
+compares them under seeded random actions (:func:`random_actions`): the check behind
+``gpu-envs device-check``.
 
 Policy:
 
@@ -20,8 +23,8 @@ Policy:
     swap (:func:`classify_knn_difference`);
   * tag radius: a runner whose float32 distance to its nearest tagger is at most ``ulps`` ulps from
     the tagging margin may be tagged on one backend only (:func:`classify_tag_difference`);
-  * termination: a CartPole whose ``|x|`` or ``|theta|`` is within the state dtype's tolerance of 2.4 or
-    12 degrees may terminate on one backend only (:func:`classify_termination_difference`).
+  * termination: a CartPole whose ``|x|`` or ``|theta|`` is within the state dtype's tolerance of
+    2.4 or 12 degrees may terminate on one backend only (:func:`classify_termination_difference`).
 
 - After a near-tie the env's two trajectories legitimately diverge: the env is reported once
   ("near-tie at step s (kind)") and left out of every later comparison. It is not resynchronised:
@@ -40,6 +43,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -71,8 +75,9 @@ class Tolerance:
         return abs(value - reference) <= self.atol + self.rtol * abs(reference)
 
 
-#: Float tolerance per dtype. float64: FMA contraction and last-ulp libm differences stay ~1e-13
-#: over CartPole's episodes; float32 (Tag, CartPole's float32 state and every observation) drifts more.
+#: Float tolerance per dtype. float64: FMA contraction and last-ulp libm differences stay orders of
+#: magnitude inside it over CartPole's episodes; float32 (Tag, CartPole's float32 state and every
+#: observation) drifts more.
 DEFAULT_TOLERANCES: dict[torch.dtype, Tolerance] = {
     torch.float64: Tolerance(rtol=1e-9, atol=1e-10),
     torch.float32: Tolerance(rtol=1e-4, atol=1e-4),
@@ -101,7 +106,8 @@ def classify_knn_difference(d2_a: float, d2_b: float, ulps: float = DEFAULT_ULPS
 
 def classify_tag_difference(distance: float, margin: float, ulps: float = DEFAULT_ULPS) -> Outcome:
     """A runner tagged on one backend only, at float32 ``distance`` from its nearest tagger: a
-    NEAR_TIE when that is at most ``ulps`` float32 ulps from the tagging ``margin``, else a MISMATCH."""
+    NEAR_TIE when that is at most ``ulps`` float32 ulps from the tagging ``margin``, else a
+    MISMATCH."""
     return Outcome.NEAR_TIE if ulp_distance(distance, margin) <= ulps else Outcome.MISMATCH
 
 
@@ -176,7 +182,8 @@ class ParityReport:
         return len(self.near_ties) + len(self.mismatches)
 
     def max_abs_diff(self) -> dict[str, float]:
-        """Largest ``|difference|`` of each floating-point field over all steps and compared envs."""
+        """Largest ``|difference|`` of each floating-point field over all steps and compared
+        envs."""
         worst: dict[str, float] = {}
         for entry in self.fields:
             if entry.max_abs_diff is not None:
@@ -197,7 +204,8 @@ class ParityReport:
         return text
 
     def to_record(self) -> dict[str, Any]:
-        """A JSON-ready digest: verdict, counts, max ``|diff|`` per field, near-ties and mismatches."""
+        """A JSON-ready digest: verdict, counts, max ``|diff|`` per field, near-ties and
+        mismatches."""
         return {
             "verdict": self.verdict,
             "num_envs": self.num_envs,
@@ -283,10 +291,14 @@ def _knn_order(div: Divergence, num_observed: int, ulps: float) -> str | None:
             if classify_knn_difference(d2[rank], d2[rank + 1], ulps) is Outcome.NEAR_TIE:
                 tied |= {rank, rank + 1}
         differing = differs[i].nonzero().flatten().tolist()
-        # Neighbour column c holds entries b * k + c of blocks b = 0..6; the rest is the agent's own.
+        # Neighbour column c holds entries b * k + c of blocks b = 0..6; the rest is the agent's
+        # own.
         if not tied or any(index >= 7 * k or index % k not in tied for index in differing):
             return None
-    return f"agent(s) {agents} observe neighbours at squared distances within {ulps} ulps in another order"
+    return (
+        f"agent(s) {agents} observe neighbours at squared distances within {ulps} ulps in another "
+        "order"
+    )
 
 
 def cartpole_rules() -> dict[str, NearTieRule]:
@@ -322,7 +334,8 @@ def near_tie_rules(env, ulps: float = DEFAULT_ULPS) -> dict[str, NearTieRule]:
 
 # --------------------------------------------------------------------------------- comparison
 def state_snapshot(env) -> dict[str, torch.Tensor]:
-    """Copies of every state array of ``env`` by name, [num_envs, ...] each (``env.state_snapshot()``)."""
+    """Copies of every state array of ``env`` by name, [num_envs, ...] each
+    (``env.state_snapshot()``)."""
     return env.state_snapshot()
 
 
@@ -400,7 +413,8 @@ def compare_envs(
         raise ValueError(f"steps must be >= 0, got {steps}")
     if reference.num_envs != candidate.num_envs:
         raise ValueError(
-            f"num_envs differs: {reference.num_envs} (reference) vs {candidate.num_envs} (candidate)"
+            f"num_envs differs: {reference.num_envs} (reference) vs {candidate.num_envs} "
+            "(candidate)"
         )
     tolerances = DEFAULT_TOLERANCES if tolerances is None else tolerances
     rules = near_tie_rules(reference, ulps) if rules is None else rules
@@ -420,6 +434,59 @@ def compare_envs(
     return report
 
 
+def random_actions(env, generator: torch.Generator, leading: tuple[int, ...] = ()) -> torch.Tensor:
+    """Uniform random actions for ``env``, drawn on the CPU from ``generator``.
+
+    Shape ``(*leading, *action shape of one step)``: levels of a ``Discrete`` or ``MultiDiscrete``
+    action space (int64), values within a ``Box``'s bounds (float32).
+    """
+    step_shape, _ = env.action_layout()
+    shape = (*leading, *step_shape)
+    space = env.single_action_space
+    if isinstance(space, gym.spaces.Discrete):
+        start = int(space.start)
+        return torch.randint(start, start + int(space.n), shape, generator=generator)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        nvec = torch.as_tensor(space.nvec, dtype=torch.float64)
+        levels = (torch.rand(shape, generator=generator, dtype=torch.float64) * nvec).long()
+        return levels + torch.as_tensor(space.start, dtype=torch.int64)
+    if isinstance(space, gym.spaces.Box):
+        low, high = torch.as_tensor(space.low), torch.as_tensor(space.high)
+        return low + torch.rand(shape, generator=generator) * (high - low)
+    raise NotImplementedError(f"no random actions for {space}")
+
+
+def compare_devices(
+    make_env: Callable[[str], Any],
+    steps: int,
+    *,
+    device: str,
+    reference_device: str = "cpu",
+    seed: int = 0,
+    **options: Any,
+) -> ParityReport:
+    """Compare ``make_env(device)`` against ``make_env(reference_device)``: reset with ``seed``,
+    then ``steps`` steps of :func:`random_actions` from a generator seeded with ``seed``.
+
+    ``make_env(device)`` builds one env (e.g. ``functools.partial(CartPoleVectorEnv, 4096,
+    dtype="float32")``); ``options`` are those of :func:`compare_envs`. Both envs are closed after.
+    """
+    reference, candidate = make_env(reference_device), make_env(device)
+    generator = torch.Generator().manual_seed(seed)
+    try:
+        return compare_envs(
+            reference,
+            candidate,
+            lambda _: random_actions(reference, generator),
+            steps,
+            seed=seed,
+            **options,
+        )
+    finally:
+        reference.close()
+        candidate.close()
+
+
 def _compare_step(
     step: int,
     ref: dict[str, torch.Tensor],
@@ -431,7 +498,8 @@ def _compare_step(
     report: ParityReport,
 ) -> None:
     """Compare one step's fields over the ``compared`` envs, classify each differing env, record the
-    outcome of every field in ``report`` and drop the differing envs from ``compared`` (in place)."""
+    outcome of every field in ``report`` and drop the differing envs from ``compared`` (in
+    place)."""
     num_envs = compared.numel()
     beyond, diffs, exact = {}, {}, {}
     for name, value in ref.items():
