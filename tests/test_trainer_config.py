@@ -1,11 +1,32 @@
-"""The typed run config: the seed config verbatim, YAML round trip, overrides, errors naming the field."""
+"""The typed run config: the seed config verbatim, YAML round trip, overrides, errors naming
+the field."""
 
 import argparse
+import ast
+import dataclasses
+import inspect
+import math
+import string
+import textwrap
 
 import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpu_envs.trainers import cli_args
-from gpu_envs.trainers.config import ConfigError, RunConfig, apply_overrides, dump_yaml, load_yaml
+from gpu_envs.trainers.config import (
+    ConfigError,
+    EvaluationConfig,
+    ModelConfig,
+    PolicyConfig,
+    RunConfig,
+    SavingConfig,
+    TrainerConfig,
+    apply_overrides,
+    dump_yaml,
+    load_yaml,
+)
 from gpu_envs.trainers.presets import PRESETS, preset
 
 SEED_RUN_CONFIG = dict(
@@ -200,7 +221,8 @@ def test_resume_flag_before_the_preset():
 
 
 def test_numbers_written_without_a_dot_are_floats(tmp_path):
-    # YAML 1.1 (PyYAML) reads 1e-3 as the string "1e-3": float fields accept it, from overrides and files.
+    # YAML 1.1 (PyYAML) reads 1e-3 as the string "1e-3": float fields accept it, from overrides
+    # and files.
     config = RunConfig.from_dict(
         apply_overrides(preset("tag"), ["policy.runner.lr=1e-3", "policy.tagger.gamma=1"])
     )
@@ -224,3 +246,132 @@ def test_bad_numbers_in_a_file_name_the_key(tmp_path, text, shown):
         ConfigError, match=f"^policy[.]agent[.]lr: must be a (finite )?number, got {shown}"
     ):
         cli_args.build_config(args, extra)
+
+
+# ----------------------------------------------------------------- the schema and its errors
+def test_defaults_meet_every_rule_and_every_field_has_a_docstring():
+    config = RunConfig.from_dict({"name": "cartpole", "policy": {"agent": {}}})
+    assert config.trainer == TrainerConfig() and config.policy["agent"] == PolicyConfig()
+    sections = (RunConfig, ModelConfig, PolicyConfig, TrainerConfig, SavingConfig, EvaluationConfig)
+    for section in sections:
+        body = ast.parse(textwrap.dedent(inspect.getsource(section))).body[0].body
+        documented = {
+            field.target.id
+            for field, after in zip(body, body[1:])
+            if isinstance(field, ast.AnnAssign)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+        }
+        assert documented == {spec.name for spec in dataclasses.fields(section)}, section
+
+
+def test_a_dotted_override_of_a_nested_policy_field_round_trips_through_yaml(tmp_path):
+    data = apply_overrides(
+        preset("tag"), ["policy.tagger.model.activation=relu", "policy.runner.clip_vloss=true"]
+    )
+    config = RunConfig.from_dict(data)
+    assert config.policy["tagger"].model.activation == "relu"
+    assert config.policy["runner"].clip_vloss and not config.policy["tagger"].clip_vloss
+    assert config.policy["runner"].model.activation == "tanh"  # the other policy keeps its own
+    dump_yaml(config, tmp_path / "run.yaml")
+    args, extra = _args(["--config", str(tmp_path / "run.yaml")])
+    assert cli_args.build_config(args, extra) == config
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            "policy:\n  agent:\n    model:\n      widths: [3]\n",
+            "policy.agent.model.widths: unknown field; allowed: type, fc_dims,",
+        ),
+        ("saving:\n  folder: x\n", "saving.folder: unknown field; allowed: metrics_log_freq,"),
+        ("trainer:\n  num_envs: many\n", "trainer.num_envs: must be an int, got the string 'many'"),
+        ("trainer:\n  num_envs: 2.5\n", "trainer.num_envs: must be an int, got 2.5"),
+        ("trainer:\n  compile: sometimes\n", "trainer.compile: must be true or false, got the"),
+        ("trainer:\n  total_timesteps: [1]\n", "trainer.total_timesteps: must be an int or null"),
+        (
+            "policy:\n  agent:\n    model:\n      fc_dims: [64, wide]\n",
+            "policy.agent.model.fc_dims[1]: must be an int, got the string 'wide'",
+        ),
+        ("policy:\n  agent:\n    model: 3\n", "policy.agent.model: must be a mapping, got 3"),
+        ("policy:\n  agent:\n", "policy.agent: must be a mapping, got None"),
+        ("trainer: 64\n", "trainer: must be a mapping, got 64"),
+        ("evaluation:\n  stop_value: high\n", "evaluation.stop_value: must be a number or null"),
+    ],
+)
+def test_unknown_keys_and_wrong_types_in_a_file_name_the_path(tmp_path, text, message):
+    path = tmp_path / "run.yaml"
+    path.write_text("name: cartpole\n" + text)
+    args, extra = _args(["--config", str(path)])
+    with pytest.raises(ConfigError) as error:
+        cli_args.build_config(args, extra)
+    assert str(error.value).startswith(message)
+
+
+def test_overrides_name_the_path_of_unknown_keys_and_unparsable_values():
+    with pytest.raises(ConfigError, match="^trainer[.]num_env: unknown field; allowed: num_envs"):
+        apply_overrides(preset("cartpole"), ["trainer.num_env=8"])
+    with pytest.raises(ConfigError, match="^policy[.]agent[.]model[.]fc_dims: cannot parse"):
+        apply_overrides(preset("cartpole"), ["policy.agent.model.fc_dims=[8"])
+    with pytest.raises(ConfigError, match="^policy[.]agnt: no such policy.*the policies are agent"):
+        apply_overrides(preset("cartpole"), ["policy.agnt.lr=0.1"])
+    with pytest.raises(ConfigError, match="^config: must be a mapping, got list"):
+        RunConfig.from_dict([("name", "cartpole")])
+
+
+def test_flags_are_checked_like_overrides():
+    args, extra = _args(["cartpole", "--num-envs", "0"])
+    with pytest.raises(ConfigError, match="^trainer[.]num_envs: must be >= 1, got 0"):
+        cli_args.build_config(args, extra)
+    args, extra = _args(["cartpole", "--devices", "auto", "--strategy", "ddp"])
+    trainer = cli_args.build_config(args, extra).trainer
+    assert (trainer.devices, trainer.strategy) == ("auto", "ddp")
+
+
+def test_print_config_prints_the_resolved_config_and_exits(capsys):
+    args, extra = _args(["cartpole", "--print-config", "policy.agent.lr=1e-3", "--num-steps", "4"])
+    with pytest.raises(SystemExit) as stop:
+        cli_args.train_from(args, extra)
+    assert stop.value.code == 0
+    printed = RunConfig.from_dict(yaml.safe_load(capsys.readouterr().out))
+    assert printed.policy["agent"].lr == 0.001 and printed.trainer.train_batch_size == 4 * 64
+
+
+def _with(data: dict, path: str, value) -> dict:
+    *sections, name = path.split(".")
+    node = data
+    for section in sections:
+        node = node.setdefault(section, {})
+    node[name] = value
+    return data
+
+
+_NOT_NUMBERS = st.one_of(
+    st.text(alphabet=string.ascii_letters, min_size=1),
+    st.booleans(),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.sampled_from("ab"), st.integers(), max_size=1),
+)
+_BAD_VALUES = {
+    "policy.agent.lr": st.one_of(st.floats(max_value=0.0), st.just(math.inf), _NOT_NUMBERS),
+    "policy.agent.gamma": st.one_of(
+        st.floats(min_value=1.0, exclude_min=True), st.floats(max_value=0.0, exclude_max=True)
+    ),
+    "policy.agent.entropy_coeff": st.one_of(st.floats(max_value=-1e-300), st.just(math.nan)),
+    "policy.agent.update_epochs": st.one_of(
+        st.integers(max_value=0), st.floats(allow_nan=False), _NOT_NUMBERS
+    ),
+    "trainer.num_envs": st.one_of(st.integers(max_value=0), _NOT_NUMBERS),
+    "trainer.seed": st.one_of(st.integers(max_value=-1), st.floats(allow_nan=False)),
+    "evaluation.stop_value": st.one_of(st.sampled_from([math.inf, -math.inf]), _NOT_NUMBERS),
+}
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), path=st.sampled_from(sorted(_BAD_VALUES)))
+def test_random_bad_numbers_raise_config_error_naming_the_field(data, path):
+    value = data.draw(_BAD_VALUES[path], label=path)
+    with pytest.raises(ConfigError) as error:
+        RunConfig.from_dict(_with(preset("cartpole"), path, value))
+    assert str(error.value).startswith(f"{path}: must be "), str(error.value)

@@ -1,27 +1,32 @@
-"""Command-line arguments of ``gpu-envs train`` and of the ``fabric run`` script (``trainers/run.py``).
+"""Command-line arguments of ``gpu-envs train`` and of the ``fabric run`` script (``run.py``).
 
-``gpu-envs train cartpole|tag|--config FILE [flags] [dotted.path=value ...]``: the config comes from
-a preset or a YAML file, then the Fabric PPO example's flags, then the overrides. Cheap to import
-(no torch, no lightning).
+``gpu-envs train PRESET|--config FILE [flags] [dotted.path=value ...]``: the config comes from a
+preset or a YAML file, then the Fabric PPO example's flags, then the overrides. Cheap to import
+(no torch, no lightning, no omegaconf: ``add_arguments`` runs whenever a ``gpu-envs`` parser is
+built).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from typing import TYPE_CHECKING
 
-from gpu_envs.trainers.config import ConfigError, RunConfig, apply_overrides, game_of, load_yaml
 from gpu_envs.trainers.presets import PRESETS, preset
 
-_FLAG_FIELDS = {
-    "total_timesteps": "total_timesteps",
-    "num_envs": "num_envs",
-    "seed": "seed",
-    "accelerator": "accelerator",
-    "devices": "devices",
-    "strategy": "strategy",
-    "num_nodes": "num_nodes",
-}
+if TYPE_CHECKING:
+    from gpu_envs.trainers.config import RunConfig
+
+#: The flags that set a ``trainer`` field of the same name.
+_TRAINER_FLAGS = (
+    "total_timesteps",
+    "num_envs",
+    "seed",
+    "accelerator",
+    "devices",
+    "strategy",
+    "num_nodes",
+)
 
 
 def _devices(text: str):
@@ -80,10 +85,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="continue from the latest checkpoint of the experiment folder, or from PATH",
     )
+    parser.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the resolved config as YAML (every field, with the overrides) and exit",
+    )
 
 
-def build_config(args: argparse.Namespace, extra: list[str] | None = None) -> RunConfig:
-    """The resolved ``RunConfig`` of parsed ``args`` (+ unparsed ``extra`` overrides)."""
+def _overrides(args: argparse.Namespace, extra: list[str] | None) -> list[str]:
+    """The ``KEY=VALUE`` words, wherever argparse put them; sets ``args.target`` and
+    ``args.resume`` to what the words meant."""
     overrides = list(args.overrides or []) + list(extra or [])
     if args.target is not None and "=" in args.target:
         overrides.insert(0, args.target)
@@ -99,12 +110,19 @@ def build_config(args: argparse.Namespace, extra: list[str] | None = None) -> Ru
         else:
             args.target = args.resume
         args.resume = True
+    return overrides
+
+
+def build_config(args: argparse.Namespace, extra: list[str] | None = None) -> RunConfig:
+    """The resolved ``RunConfig`` of parsed ``args`` (+ unparsed ``extra`` overrides)."""
+    from gpu_envs.trainers.config import ConfigError, RunConfig, apply_overrides, game_of, load_yaml
+
+    overrides = _overrides(args, extra)
     target = args.target
     flags = [e for e in overrides if e.startswith("-")]
     if flags:
         raise ConfigError(f"unrecognized argument(s): {' '.join(flags)}")
-    sources = [s for s in (target, args.config) if s is not None]
-    if len(sources) > 1:
+    if target is not None and args.config is not None:
         raise ConfigError("give either a preset name or --config FILE, not both")
     if args.config is not None:
         data = load_yaml(args.config)
@@ -118,21 +136,23 @@ def build_config(args: argparse.Namespace, extra: list[str] | None = None) -> Ru
         data = preset(game_of(args.env_id))
     else:
         raise ConfigError(
-            "nothing to train: give a preset (cartpole, tag), --config FILE or --env-id"
+            f"nothing to train: give a preset ({', '.join(PRESETS)}), --config FILE or --env-id"
         )
     if args.env_id is not None and game_of(args.env_id) != game_of(str(data.get("name", ""))):
         raise ConfigError(
             f"--env-id {args.env_id} does not match the config's game {data.get('name')!r}"
         )
-    trainer = data.setdefault("trainer", {})
-    for flag, name in _FLAG_FIELDS.items():
-        value = getattr(args, flag)
-        if value is not None:
-            trainer[name] = value
+    flag_overrides = [
+        f"trainer.{name}={getattr(args, name)}"
+        for name in _TRAINER_FLAGS
+        if getattr(args, name) is not None
+    ]
     if args.capture_video:
-        trainer["capture_video"] = True
+        flag_overrides.append("trainer.capture_video=true")
+    data = apply_overrides(data, flag_overrides)
     if args.num_steps is not None:
-        trainer["train_batch_size"] = args.num_steps * trainer.get("num_envs", 50)
+        batch = args.num_steps * data["trainer"]["num_envs"]
+        data = apply_overrides(data, [f"trainer.train_batch_size={batch}"])
     return RunConfig.from_dict(apply_overrides(data, overrides))
 
 
@@ -148,19 +168,32 @@ def set_launch_environment(args: argparse.Namespace) -> None:
             os.environ[variable] = str(value)
 
 
-def run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
-    """Build the config, then train (imports torch and lightning only now)."""
+def train_from(args: argparse.Namespace, extra: list[str] | None = None) -> dict:
+    """Build the config, then train (imports torch and lightning only now): the run's summary.
+
+    A bad config, an unusable checkpoint or a diverging run exits with its message.
+    """
+    from gpu_envs.trainers.config import ConfigError, to_yaml
+
     try:
         config = build_config(args, extra)
     except ConfigError as error:
         raise SystemExit(f"gpu-envs train: error: {error}") from None
+    if args.print_config:
+        print(to_yaml(config), end="")
+        raise SystemExit(0)
     set_launch_environment(args)
     from gpu_envs.trainers.checkpoint import CheckpointError
     from gpu_envs.trainers.fabric_loop import train
     from gpu_envs.trainers.learner import NonFiniteError
 
     try:
-        train(config, resume=args.resume)
+        return train(config, resume=args.resume)
     except (CheckpointError, NonFiniteError) as error:
         raise SystemExit(f"gpu-envs train: error: {error}") from None
+
+
+def run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
+    """``train_from`` for script entries: 0 once the run ends."""
+    train_from(args, extra)
     return 0

@@ -15,7 +15,7 @@ the schema: OmegaConf converts and checks the types (``"1e-3"`` is a float, ``"f
 and refuses unknown keys, then each field's ``Rule`` (its range or choices) and the two rules
 between fields run. Errors are ``ConfigError`` naming the field and the rule
 (``policy.runner.lr: must be > 0, got -1.0``). ``apply_overrides`` applies ``a.b.c=value``
-strings, ``load_yaml`` and ``dump_yaml`` read and write YAML files.
+strings; ``load_yaml``, ``to_yaml`` and ``dump_yaml`` read and write YAML.
 """
 
 from __future__ import annotations
@@ -431,6 +431,11 @@ def load_yaml(path: str | Path) -> dict:
     return OmegaConf.to_container(data)
 
 
+def to_yaml(config: RunConfig) -> str:
+    """The config as YAML text."""
+    return OmegaConf.to_yaml(OmegaConf.structured(config))
+
+
 def dump_yaml(config: RunConfig, path: str | Path) -> None:
     """Write the resolved config as YAML (``load_yaml`` + ``from_dict`` reads it back equal)."""
-    OmegaConf.save(OmegaConf.structured(config), path)
+    Path(path).write_text(to_yaml(config), encoding="utf8")

@@ -1,4 +1,4 @@
-"""``gpu-envs train cartpole|pendulum|tag|--config FILE [flags] [key=value ...]``: PPO/A2C on Lightning Fabric.
+"""``gpu-envs train PRESET|--config FILE [flags] [key=value ...]``: PPO/A2C on Lightning Fabric.
 
 Ends by printing the experiment folder and the best checkpoint (``ckpt/ckpt_best.pth.tar``, kept by
 the periodic greedy evaluation), or the latest one when no evaluation ran.
@@ -16,30 +16,20 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "train",
         help="train policies with PPO/A2C on Lightning Fabric",
-        description="Train with PPO/A2C on Lightning Fabric. Multi-process: --devices N --strategy ddp, "
-        "or `fabric run --strategy ddp --devices N $(python -m gpu_envs.trainers.run --path) ...`.",
+        description="Train with PPO/A2C on Lightning Fabric. Multi-process: --devices N "
+        "--strategy ddp, or `fabric run --strategy ddp --devices N "
+        "$(python -m gpu_envs.trainers.run --path) ...`. The config fields (KEY of KEY=VALUE) and "
+        "their rules are documented in gpu_envs.trainers.config.",
     )
     cli_args.add_arguments(parser)
     parser.set_defaults(func=run, accepts_extra=True)
 
 
 def run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
-    """Build the config, train (imports torch and lightning only now), then say where the results are."""
+    """Train (``cli_args.train_from``), then say where the results are."""
     from gpu_envs.trainers import cli_args
-    from gpu_envs.trainers.config import ConfigError
 
-    try:
-        config = cli_args.build_config(args, extra)
-    except ConfigError as error:
-        raise SystemExit(f"gpu-envs train: error: {error}") from None
-    cli_args.set_launch_environment(args)
-    from gpu_envs.trainers.checkpoint import CheckpointError
-    from gpu_envs.trainers.fabric_loop import train
-
-    try:
-        summary = train(config, resume=args.resume)
-    except CheckpointError as error:
-        raise SystemExit(f"gpu-envs train: error: {error}") from None
+    summary = cli_args.train_from(args, extra)
     if summary["experiment"] != str(None):  # rank 0 (the other ranks write no folder)
         print(results_message(Path(summary["experiment"])))
     return 0
