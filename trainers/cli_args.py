@@ -2,20 +2,23 @@
 
 ``gpu-envs train PRESET|--config FILE [flags] [dotted.path=value ...]``: the config comes from a
 preset or a YAML file, then the Fabric PPO example's flags, then the overrides. Cheap to import
-(no torch, no lightning, no omegaconf: ``add_arguments`` runs whenever a ``gpu-envs`` parser is
-built).
+(no lightning).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from typing import TYPE_CHECKING
 
+from gpu_envs.trainers.config import (
+    ConfigError,
+    RunConfig,
+    apply_overrides,
+    game_of,
+    load_yaml,
+    to_yaml,
+)
 from gpu_envs.trainers.presets import PRESETS, preset
-
-if TYPE_CHECKING:
-    from gpu_envs.trainers.config import RunConfig
 
 #: The flags that set a ``trainer`` field of the same name.
 _TRAINER_FLAGS = (
@@ -115,8 +118,6 @@ def _overrides(args: argparse.Namespace, extra: list[str] | None) -> list[str]:
 
 def build_config(args: argparse.Namespace, extra: list[str] | None = None) -> RunConfig:
     """The resolved ``RunConfig`` of parsed ``args`` (+ unparsed ``extra`` overrides)."""
-    from gpu_envs.trainers.config import ConfigError, RunConfig, apply_overrides, game_of, load_yaml
-
     overrides = _overrides(args, extra)
     target = args.target
     flags = [e for e in overrides if e.startswith("-")]
@@ -173,8 +174,6 @@ def train_from(args: argparse.Namespace, extra: list[str] | None = None) -> dict
 
     A bad config, an unusable checkpoint or a diverging run exits with its message.
     """
-    from gpu_envs.trainers.config import ConfigError, to_yaml
-
     try:
         config = build_config(args, extra)
     except ConfigError as error:
