@@ -18,8 +18,8 @@ def add_parser(subparsers) -> None:
         help="train policies with PPO/A2C on Lightning Fabric",
         description="Train with PPO/A2C on Lightning Fabric. Multi-process: --devices N "
         "--strategy ddp, or `fabric run --strategy ddp --devices N "
-        "$(python -m gpu_envs.trainers.run --path) ...`. The config fields (KEY of KEY=VALUE) and "
-        "their rules are documented in gpu_envs.trainers.config.",
+        "$(python -m gpu_envs.trainers.run --path) ...`. --print-config shows every config field "
+        "(the KEY of KEY=VALUE); gpu_envs.trainers.config documents them and their rules.",
     )
     cli_args.add_arguments(parser)
     parser.set_defaults(func=run, accepts_extra=True)
