@@ -38,7 +38,8 @@ if "gpu_envs/Pendulum-v1" not in registry:
     )
 
 # Tag: rows are (game, agent) pairs; gym.make_vec only (one row is not a game, so gym.make raises an
-# error naming gym.make_vec("gpu_envs/Tag-v0", num_envs=GAMES, ...) and gpu_envs.tag_v0.parallel_env).
+# error naming gym.make_vec("gpu_envs/Tag-v0", num_envs=GAMES, ...) and
+# gpu_envs.tag_v0.parallel_env).
 if "gpu_envs/Tag-v0" not in registry:
     register(
         id="gpu_envs/Tag-v0",

@@ -1,4 +1,5 @@
-"""CartPole-v1 as a batched gymnasium ``VectorEnv`` (torch tensors) and as a single ``gymnasium.Env``.
+"""CartPole-v1 as a batched gymnasium ``VectorEnv`` (torch tensors) and as a single
+``gymnasium.Env``.
 
 The dynamics are gymnasium's CartPole-v1 (see SPEC-cartpole.md), stepped by the kernels of
 ``gpu_envs.kernels.cartpole_*`` on the CPU (njit) or a CUDA GPU.
@@ -9,7 +10,8 @@ Spaces:
   cart position, cart velocity, pole angle (rad), pole angular velocity.
 - Action: ``Discrete(2)``: 0 pushes the cart left, 1 pushes it right (force 10 N).
 
-Rewards and episode end: +1 per step, including the terminating one (``sutton_barto_reward=True``: 0 per step, -1 on
+Rewards and episode end: +1 per step, including the terminating one (``sutton_barto_reward=True``: 0
+per step, -1 on
 termination). Terminated when ``|x| > 2.4`` or ``|theta| > 12 deg``; truncated after
 ``max_episode_steps`` (500).
 """

@@ -15,7 +15,7 @@ def simulated_cuda() -> bool:
     then runs the CUDA kernels in numba's simulator, on CPU tensors (see :func:`kernel_target`)."""
     from numba import config
 
-    return bool(config.ENABLE_CUDASIM) and not torch.cuda.is_available()
+    return bool(getattr(config, "ENABLE_CUDASIM", 0)) and not torch.cuda.is_available()
 
 
 def kernel_target(device: str | torch.device) -> str:
@@ -27,7 +27,8 @@ def kernel_target(device: str | torch.device) -> str:
 
 def resolve_device(device: str | torch.device) -> torch.device:
     """Turn "cpu", "cuda", "cuda:N" or "auto" into the torch device the tensors live on, with a
-    clear error if unusable. With a simulated CUDA device (:func:`simulated_cuda`) that is the CPU."""
+    clear error if unusable. With a simulated CUDA device (:func:`simulated_cuda`) that is the
+    CPU."""
     if isinstance(device, str) and device == "auto":
         return torch.device("cuda") if cuda_available() else torch.device("cpu")
     try:
@@ -44,8 +45,9 @@ def resolve_device(device: str | torch.device) -> torch.device:
         return torch.device("cpu")
     if not cuda_available():
         raise RuntimeError(
-            f"device {device!r} requested but no CUDA GPU is usable here (torch.cuda.is_available() "
-            "is False or numba-cuda finds no driver); use device='cpu' or 'auto'"
+            f"device {device!r} requested but no CUDA GPU is usable here "
+            "(torch.cuda.is_available() is False or numba-cuda finds no driver); use device='cpu' "
+            "or 'auto'"
         )
     if resolved.index is not None and resolved.index >= torch.cuda.device_count():
         raise ValueError(
@@ -91,7 +93,8 @@ def kernel_view(tensor: torch.Tensor):
 
 
 def as_uint64_view(tensor: torch.Tensor):
-    """Zero-copy uint64 view of an int64 tensor (torch has no uint64 arithmetic, the kernels need it)."""
+    """Zero-copy uint64 view of an int64 tensor (torch has no uint64 arithmetic, the kernels need
+    it)."""
     return kernel_view(tensor).view(np.uint64)
 
 
@@ -132,8 +135,7 @@ def fresh_copy(tensor: torch.Tensor) -> torch.Tensor:
     """A copy of an output buffer, returned to the user so the next step cannot overwrite it.
 
     On the CPU it is a NumPy copy: torch's multi-threaded copy leaves its OpenMP workers spinning,
-    and they then fight the kernels' threads for the cores (measured: Tag's step 4x slower at 16
-    envs on 2 cores).
+    and they then fight the kernels' threads for the cores.
     """
     if tensor.device.type == "cpu":
         return torch.from_numpy(tensor.numpy().copy())

@@ -11,7 +11,8 @@ A game subclasses :class:`KernelEnv` and declares only what is its own:
 - :meth:`constants`: NumPy arrays the kernels read (copied to the device once, and again by
   :meth:`update_constants`), then :meth:`settings`: scalars; ``args`` ends with the actions, the
   constants and the settings;
-- its spaces (``single_observation_space``, ``single_action_space``) and optionally ``render_frames``.
+- its spaces (``single_observation_space``, ``single_action_space``) and optionally
+  ``render_frames``.
 
 The engine owns the rest, once for every game: device and dtype resolution, the CPU or CUDA driver,
 per-env seeding and episode counters (the ``env_seed`` and ``episode`` buffers, uint64 views of
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import os
+import secrets
 import warnings
 from typing import Any, ClassVar
 
@@ -92,7 +94,8 @@ class Buffers(dict):
 
 
 class KernelEnv:
-    """Base class of the batched envs: ``num_envs`` games stepped by one kernel launch on ``device``.
+    """Base class of the batched envs: ``num_envs`` games stepped by one kernel launch on
+    ``device``.
 
     Args:
         num_envs: number of games.
@@ -116,7 +119,6 @@ class KernelEnv:
     #: thread per agent, ``cuda_shared_slots`` rows of agents in shared memory).
     cuda_shape: ClassVar[str] = "thread"
     cuda_shared_slots: ClassVar[int] = 0
-    #: CPU loops: envs per call of ``step_envs``, and the batch size from which threads are used.
     #: Whether ``step_envs`` writes every entry of the :attr:`step_outputs` of every env on every
     #: step. Then the CPU kernel writes each step's outputs into new arrays that become the returned
     #: tensors (no copy); otherwise the returned tensors are copies of the buffers.
@@ -126,6 +128,7 @@ class KernelEnv:
     #: Buffers stored component-major ([components, num_envs], e.g. a state GPU threads read
     #: coalesced); :meth:`state_snapshot` gives them env first.
     component_major_buffers: ClassVar[tuple[str, ...]] = ()
+    #: CPU loops: envs per call of ``step_envs``, and the batch size from which threads are used.
     cpu_block_size: ClassVar[int] = 512
     cpu_parallel_min_envs: ClassVar[int] = 4096
     metadata: dict[str, Any] = {
@@ -133,8 +136,12 @@ class KernelEnv:
         "autoreset_mode": AutoresetMode.NEXT_STEP,
     }
 
+    #: Agents per env (multi-agent games set it; "block"-shaped CUDA kernels use it).
+    num_agents: int = 1
     single_observation_space: gym.Space
     single_action_space: gym.Space
+    observation_space: gym.Space
+    action_space: gym.Space
 
     def __init__(
         self,
@@ -152,8 +159,8 @@ class KernelEnv:
         self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(
-                f"render_mode must be None or one of {self.metadata['render_modes']}, "
-                f"got {render_mode!r}"
+                f"render_mode must be None or one of {self.metadata['render_modes']}, got "
+                f"{render_mode!r}"
             )
         self.render_mode = render_mode
         self.validate_actions = bool(validate_actions)
@@ -220,7 +227,7 @@ class KernelEnv:
         )
         self._make_views()
         self.update_constants()
-        self._entropy_seed = int(np.random.SeedSequence().entropy % (2**62))
+        self._entropy_seed = secrets.randbits(62)
         self._seeded = False
         self._is_reset = False
 
@@ -283,9 +290,7 @@ class KernelEnv:
             if self._on_cpu and self.step_writes_every_output
             else ()
         )
-        self._launch = (
-            {} if self.kernel_target == "cpu" else {"num_agents": getattr(self, "num_agents", 1)}
-        )
+        self._launch = {} if self.kernel_target == "cpu" else {"num_agents": self.num_agents}
 
     @property
     def kernel_args(self) -> tuple:
@@ -367,7 +372,8 @@ class KernelEnv:
         return {}
 
     def step(self, actions):
-        """Advance every env by one step; returns ``(obs, rewards, terminated, truncated, info)``."""
+        """Advance every env by one step; returns ``(obs, rewards, terminated, truncated,
+        info)``."""
         self._check_open()
         if not self._is_reset:
             raise RuntimeError("call reset() before step()")
@@ -403,12 +409,11 @@ class KernelEnv:
             return _float_action_layout(actions, shape, self.device)
         if not self.validate_actions:
             return check_action_layout(actions, shape, self.device)
-        upper = (
-            (space.n - 1)
-            if isinstance(space, gym.spaces.Discrete)
-            else [int(v) - 1 for v in space.nvec]
-        )
-        return as_action_tensor(actions, shape, self.device, upper)
+        if isinstance(space, gym.spaces.Discrete):
+            return as_action_tensor(actions, shape, self.device, int(space.n) - 1)
+        if isinstance(space, gym.spaces.MultiDiscrete):
+            return as_action_tensor(actions, shape, self.device, [int(v) - 1 for v in space.nvec])
+        raise NotImplementedError(f"no action check for {space}; override check_actions")
 
     def _step_on_cpu(self, actions: torch.Tensor) -> list[torch.Tensor]:
         """One CPU step (the kernel reads the caller's actions in place); returns the outputs."""
@@ -418,8 +423,8 @@ class KernelEnv:
         for index, _name, shape, dtype in self._fresh_outputs:
             args[index] = self._buffer_views[index] = array = np.empty(shape, dtype)
             fresh.append(array)
-        self._kernel_args = args = tuple(args)
-        self._driver.step(self.num_envs, args, **self._launch, **self._stream())
+        self._kernel_args = tuple(args)
+        self._driver.step(self.num_envs, self._kernel_args, **self._launch, **self._stream())
         if not fresh:
             return [devices.fresh_copy(self._tensors[name]) for name in self.step_outputs]
         outputs = [torch.from_numpy(array) for array in fresh]
@@ -442,7 +447,8 @@ class KernelEnv:
             raise RuntimeError(f"this {type(self).__name__} is closed; make a new one")
 
     def state_snapshot(self) -> dict[str, torch.Tensor]:
-        """Copies of every buffer the kernels keep but scratch, by name, env first ([num_envs, ...]):
+        """Copies of every buffer the kernels keep but scratch, by name, env first ([num_envs,
+        ...]):
         the public way to read an env's whole state (e.g. to check CPU against CUDA)."""
         self._check_open()
         return {
@@ -464,7 +470,7 @@ class KernelEnv:
     def close(self, **kwargs) -> None:
         """Release the buffers; the env cannot be used afterwards."""
         self._closed = self.closed = True
-        self._tensors = self._buffer_views = self._kernel_args = None
+        self._tensors, self._buffer_views, self._kernel_args = Buffers(), [], ()
 
     # ----------------------------------------------------------------------------- copies
     def __getstate__(self) -> dict[str, Any]:
@@ -505,7 +511,8 @@ class KernelEnv:
 
 
 def _float_action_layout(actions, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
-    """Continuous actions as float32 on ``device``, their shape and dtype checked (not their values)."""
+    """Continuous actions as float32 on ``device``, their shape and dtype checked (not their
+    values)."""
     tensor = as_tensor(actions, "actions", "a float array or tensor")
     if not tensor.is_floating_point():
         raise TypeError(
@@ -519,7 +526,8 @@ def _float_action_layout(actions, shape: tuple[int, ...], device: torch.device) 
 def _check_memory(
     layout: dict[str, tuple[tuple[int, ...], np.dtype]], device: torch.device, name: str
 ) -> None:
-    """Refuse buffers larger than the free memory of ``device`` (a clear error, not the OOM killer)."""
+    """Refuse buffers larger than the free memory of ``device`` (a clear error, not the OOM
+    killer)."""
     needed = sum(
         int(np.prod(shape, dtype=np.float64)) * np.dtype(dtype).itemsize
         for shape, dtype in layout.values()
@@ -546,9 +554,13 @@ class ComponentMajorState:
     """Mixin of a :class:`KernelEnv` whose state is one component-major buffer ``"state"``
     ([components, num_envs]: GPU threads read it coalesced, the CPU loops vectorise over it)."""
 
+    _tensors: Buffers
+    device: torch.device
+
     @property
     def state(self) -> torch.Tensor:
-        """The [num_envs, components] state: a view (not contiguous; its ``.T`` is), writes go to the envs."""
+        """The [num_envs, components] state: a view (not contiguous; its ``.T`` is), writes go to
+        the envs."""
         return self._tensors.state.T
 
     @state.setter

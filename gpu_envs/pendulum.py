@@ -1,4 +1,5 @@
-"""Pendulum-v1 as a batched gymnasium ``VectorEnv`` (torch tensors) and as a single ``gymnasium.Env``.
+"""Pendulum-v1 as a batched gymnasium ``VectorEnv`` (torch tensors) and as a single
+``gymnasium.Env``.
 
 The dynamics are gymnasium's Pendulum-v1 (see SPEC-pendulum.md and ``docs/pendulum.md``), stepped by
 ``gpu_envs.kernels.pendulum_logic`` on the CPU (njit) or a CUDA GPU, written only through the
@@ -6,7 +7,8 @@ engine's public API (:class:`~gpu_envs.engine.KernelEnv`).
 
 Spaces:
 
-- Observation: ``Box([-1, -1, -8], [1, 1, 8], (3,), float32)``: ``[cos(theta), sin(theta), theta_dot]``.
+- Observation: ``Box([-1, -1, -8], [1, 1, 8], (3,), float32)``: ``[cos(theta), sin(theta),
+  theta_dot]``.
 - Action: ``Box(-2, 2, (1,), float32)``: the torque. The step clips it to [-2, 2] like gymnasium;
   the vector env with ``validate_actions=True`` refuses values outside it instead.
 
@@ -137,7 +139,8 @@ class PendulumVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
         return self.max_episode_steps, self.autoreset_code
 
     def apply_reset_options(self, options: dict[str, Any]) -> None:
-        """``x_init``/``y_init``: the bounds of the symmetric start-state draw (gymnasium's options).
+        """``x_init``/``y_init``: the bounds of the symmetric start-state draw (gymnasium's
+        options).
 
         They hold for this reset and the autoresets after it, until the next ``reset()``.
         """
@@ -182,7 +185,8 @@ class PendulumVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
 
 class PendulumEnv(SingleEnv):
     """A single Pendulum-v1 game (NumPy in and out), a drop-in for gymnasium's ``PendulumEnv``:
-    ``reset(seed=s)`` starts where gymnasium's does (see :mod:`gpu_envs.single`), and torques outside
+    ``reset(seed=s)`` starts where gymnasium's does (see :mod:`gpu_envs.single`), and torques
+    outside
     [-2, 2] are clipped as gymnasium clips them."""
 
     vector_class = PendulumVectorEnv
@@ -192,5 +196,6 @@ class PendulumEnv(SingleEnv):
         super().__init__(render_mode=render_mode, g=g, validate_actions=False)
 
     def step(self, action):
-        """One step with the torque ``action`` (shape (1,)), used as float32 like the action space."""
+        """One step with the torque ``action`` (shape (1,)), used as float32 like the action
+        space."""
         return super().step(np.asarray(action, dtype=np.float32))

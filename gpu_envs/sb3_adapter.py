@@ -19,7 +19,8 @@ A batched env is one object for all its envs, which shapes the attribute and met
 ``get_attr`` answers the batched env's attribute for every index, ``set_attr`` and ``env_method``
 act on the whole batch (a subset of indices is refused), ``env_is_wrapped`` looks through the
 gymnasium vector wrappers around the batched env. ``seed(s)`` gives env ``i`` the seed ``s + i``
-at the next reset (for Tag: game ``e`` gets ``s + e``); ``s`` must be an int in [0, 2**63 - num_envs]
+at the next reset (for Tag: game ``e`` gets ``s + e``); ``s`` must be an int in [0, 2**63 -
+num_envs]
 (a non-int raises in ``seed``, an int out of range at the reset).
 
 Tag rows: a runner's row is done on the step it is tagged; until its game ends the row is "dead"
@@ -31,13 +32,14 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 
+from gpu_envs.engine import KernelEnv
 from gpu_envs.validation import as_action_tensor, as_box_action_tensor, is_int
 
 try:
@@ -55,7 +57,8 @@ _CPU = torch.device("cpu")
 
 
 def to_host(*tensors: torch.Tensor) -> list[np.ndarray]:
-    """NumPy arrays of floating or bool ``tensors``, floats as float32, made with one device-to-host transfer.
+    """NumPy arrays of floating or bool ``tensors``, floats as float32, made with one device-to-host
+    transfer.
 
     On the CPU float32 and bool arrays are zero-copy views of the tensors (other floats are cast).
     On a GPU the tensors are packed into one float32 buffer on the device, copied once, and unpacked
@@ -80,7 +83,8 @@ def _pack(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
 
 
 def _unpack(packed: np.ndarray, tensors: Sequence[torch.Tensor]) -> list[np.ndarray]:
-    """Split a host copy of ``_pack(tensors)`` back into arrays of the tensors' shapes and dtypes."""
+    """Split a host copy of ``_pack(tensors)`` back into arrays of the tensors' shapes and
+    dtypes."""
     arrays, offset = [], 0
     for tensor in tensors:
         part = packed[offset : offset + tensor.numel()].reshape(tensor.shape)
@@ -90,7 +94,8 @@ def _unpack(packed: np.ndarray, tensors: Sequence[torch.Tensor]) -> list[np.ndar
 
 
 class SB3VecEnv(VecEnv):
-    """An SB3 ``VecEnv`` view of a batched gymnasium ``VectorEnv`` of ours (torch tensors, SAME_STEP).
+    """An SB3 ``VecEnv`` view of a batched gymnasium ``VectorEnv`` of ours (torch tensors,
+    SAME_STEP).
 
     Args:
         env: a single-agent engine env with the ``VectorEnv`` face (``Discrete``, ``MultiDiscrete``
@@ -109,26 +114,29 @@ class SB3VecEnv(VecEnv):
         mode = env.metadata.get("autoreset_mode")
         if mode != AutoresetMode.SAME_STEP:
             raise ValueError(
-                "SB3 needs SAME_STEP autoreset: build the env with autoreset_mode=AutoresetMode.SAME_STEP "
-                f"(e.g. make_sb3_vec_env(...)); got autoreset_mode={mode!r}"
+                "SB3 needs SAME_STEP autoreset: build the env with "
+                "autoreset_mode=AutoresetMode.SAME_STEP (e.g. make_sb3_vec_env(...)); got "
+                f"autoreset_mode={mode!r}"
             )
         space = env.single_action_space
         if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
             if np.any(space.start != 0):
                 raise ValueError(
-                    f"SB3VecEnv takes discrete action spaces that start at 0 (as the engine's "
+                    "SB3VecEnv takes discrete action spaces that start at 0 (as the engine's "
                     f"kernels read them), got {space}"
                 )
             self._action_upper = (
-                int(space.n) - 1 if isinstance(space, gym.spaces.Discrete) else space.nvec - 1
+                int(space.n) - 1
+                if isinstance(space, gym.spaces.Discrete)
+                else [int(v) - 1 for v in space.nvec]
             )
         elif not isinstance(space, gym.spaces.Box):
             raise TypeError(
                 f"SB3VecEnv takes Discrete, MultiDiscrete or Box action spaces, got {space}"
             )
-        self._action_shape = (env.num_envs, *space.shape)
+        self._action_shape = (env.num_envs, *(space.shape or ()))
         self.env = env
-        self.device: torch.device = env.unwrapped.device
+        self.device: torch.device = cast(KernelEnv, env.unwrapped).device
         self._actions: torch.Tensor | None = None
         self._empty_infos: list[dict[str, Any]] = [{} for _ in range(env.num_envs)]
         # VecEnv.__init__ calls get_attr("render_mode"), which needs self.env (set above).
@@ -148,20 +156,21 @@ class SB3VecEnv(VecEnv):
         self._reset_options()
         return to_host(obs)[0]
 
-    def seed(self, seed: int | None = None) -> list[int]:
+    def seed(self, seed: int | None = None) -> Sequence[int | None]:
         """Seed env ``i`` with ``seed + i`` at the next reset (None: a fresh random seed).
 
         A seed that is not an int raises here; the env checks an int's range at that reset.
         """
         if seed is not None and not is_int(seed):
             raise ValueError(
-                f"seed must be an int in [0, 2**63 - num_envs] (env i gets seed + i) or None, "
-                f"got {seed!r}"
+                "seed must be an int in [0, 2**63 - num_envs] (env i gets seed + i) or None, got "
+                f"{seed!r}"
             )
         return super().seed(None if seed is None else int(seed))
 
     def step_async(self, actions: np.ndarray) -> None:
-        """Check ``actions`` on the host (no device synchronisation) and keep them for ``step_wait``."""
+        """Check ``actions`` on the host (no device synchronisation) and keep them for
+        ``step_wait``."""
         space = self.action_space
         if isinstance(space, gym.spaces.Box):
             self._actions = as_box_action_tensor(
@@ -183,7 +192,8 @@ class SB3VecEnv(VecEnv):
             self._empty_infos = [{} for _ in range(self.num_envs)]
         infos = self._empty_infos.copy()
         for i in dones.nonzero()[0].tolist():
-            # Tag: a runner's row that ends before its game (tagged) has no final_obs: its obs is final.
+            # Tag: a runner's row that ends before its game (tagged) has no final_obs: its obs is
+            # final.
             infos[i] = {
                 "terminal_observation": final_obs[i] if has_final[i] else obs[i],
                 "TimeLimit.truncated": bool(truncated[i] and not terminated[i]),
@@ -211,8 +221,8 @@ class SB3VecEnv(VecEnv):
     def _check_whole_batch(self, indices: VecEnvIndices, what: str) -> None:
         if sorted(self._get_indices(indices)) != list(range(self.num_envs)):
             raise ValueError(
-                f"{what} acts on the whole batched env; got indices={indices!r} "
-                f"(use None for all {self.num_envs} envs)"
+                f"{what} acts on the whole batched env; got indices={indices!r} (use None for all "
+                f"{self.num_envs} envs)"
             )
 
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
@@ -252,7 +262,7 @@ class SB3VecEnv(VecEnv):
                 stacklevel=2,
             )
             return [None for _ in range(self.num_envs)]
-        return list(self.env.render())
+        return list(cast(Sequence[np.ndarray], self.env.render()))
 
 
 def make_sb3_vec_env(
@@ -261,7 +271,8 @@ def make_sb3_vec_env(
     device: str | torch.device = "cpu",
     **kwargs: Any,
 ) -> SB3VecEnv:
-    """``SB3VecEnv(gym.make_vec(env_id, num_envs, device=device, autoreset_mode=SAME_STEP, **kwargs))``.
+    """``SB3VecEnv(gym.make_vec(env_id, num_envs, device=device, autoreset_mode=SAME_STEP,
+    **kwargs))``.
 
     The env is built with ``validate_actions=False`` unless given: ``SB3VecEnv`` checks the
     actions on the host, where SB3 hands them, which costs no device synchronisation.

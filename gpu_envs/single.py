@@ -10,7 +10,8 @@ gives gymnasium's exact episode; the batch's counter RNG is not used. The game d
 - a ``state`` property on the vector env ([num_envs, ...] view, assignable).
 
 ``options["reset_mask"]`` ([1] bool) is accepted as by the vector env: False leaves the game as it
-is. ``unwrapped.state`` reads and assigns the float64 state like gymnasium's envs. Stepping after the
+is. ``unwrapped.state`` reads and assigns the float64 state like gymnasium's envs. Stepping after
+the
 episode ended without ``reset()`` raises (gymnasium only warns).
 """
 
@@ -22,14 +23,15 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from gpu_envs.engine import KernelEnv
 from gpu_envs.validation import as_reset_mask, per_env_seeds
 
 
 class SingleEnv(gym.Env):
     """Base of the single-game faces; subclasses set ``vector_class`` and ``metadata``."""
 
-    vector_class: ClassVar[type[KernelEnv]]
+    #: The batched env of one game: a :class:`KernelEnv` with a ``state`` and the static methods
+    #: ``observation_of(state)`` and ``draw_start_state(np_random, options)``.
+    vector_class: ClassVar[type[Any]]
 
     def __init__(self, render_mode: str | None = None, **params: Any):
         self._batch = self.vector_class(

@@ -194,7 +194,8 @@ class TagVectorEnv(KernelEnv):
 
     @property
     def tag_count(self) -> torch.Tensor:
-        """[E, N] int32, live: tags of the last step (tagger: runners it tagged; runner: 1 if tagged)."""
+        """[E, N] int32, live: tags of the last step (tagger: runners it tagged; runner: 1 if
+        tagged)."""
         return self._tensors.tag_count
 
     @property
@@ -249,8 +250,9 @@ class TagVectorEnv(KernelEnv):
             ids = errors.nonzero().flatten()[:8].tolist()
             errors.zero_()
             raise ValueError(
-                f"actions of game(s) {ids} had an index outside 0..{[v - 1 for v in self.action_nvec]} "
-                "(validate_actions=False); the kernel applied 'no change' for it"
+                f"actions of game(s) {ids} had an index outside "
+                f"0..{[v - 1 for v in self.action_nvec]} (validate_actions=False); the kernel "
+                "applied 'no change' for it"
             )
 
     def fetch_episode_states(
@@ -260,14 +262,16 @@ class TagVectorEnv(KernelEnv):
         seed: int = 0,
         steps: int | None = None,
     ) -> dict[str, Any]:
-        """Play one game with this env's parameters (in a private 1-game env) and return its trajectory.
+        """Play one game with this env's parameters (in a private 1-game env) and return its
+        trajectory.
 
         ``policy(obs, env) -> actions`` gets obs [1, N, obs_dim] and returns [1, N, 2] indices; None
         plays uniform random actions drawn from a generator seeded with ``seed``, which also seeds
         the start state. Stops at the end of the game or after ``steps`` steps.
 
         Returns NumPy arrays for S steps played: ``x, y, heading, speed, acceleration`` [S+1, N]
-        float32, ``active`` [S+1, N] bool, ``t`` [S+1] int32, ``rewards`` [S, N] float32, ``actions``
+        float32, ``active`` [S+1, N] bool, ``t`` [S+1] int32, ``rewards`` [S, N] float32,
+        ``actions``
         [S, N, 2] int64; and ``num_taggers``, ``grid_length``, ``episode_length``.
         """
         if steps is not None and (not is_int(steps) or steps < 0):

@@ -18,11 +18,13 @@ from gpu_envs.validation import parse_autoreset_mode
 
 
 def single_env_unavailable(**kwargs: Any) -> gym.Env:
-    """The ``entry_point`` of "gpu_envs/Tag-v0": ``gym.make`` of it raises an error that says what to use."""
+    """The ``entry_point`` of "gpu_envs/Tag-v0": ``gym.make`` of it raises an error that says what
+    to use."""
     raise gym.error.Error(
-        "gpu_envs/Tag-v0 is a multi-agent game and has no single-agent gym.make env (one row is one agent, "
-        "not a game). Use gym.make_vec('gpu_envs/Tag-v0', num_envs=GAMES, device=...) for (game, agent) rows "
-        "with a shared policy, or gpu_envs.tag_v0.parallel_env() for one game as a PettingZoo ParallelEnv."
+        "gpu_envs/Tag-v0 is a multi-agent game and has no single-agent gym.make env (one row is "
+        "one agent, not a game). Use gym.make_vec('gpu_envs/Tag-v0', num_envs=GAMES, device=...) "
+        "for (game, agent) rows with a shared policy, or gpu_envs.tag_v0.parallel_env() for one "
+        "game as a PettingZoo ParallelEnv."
     )
 
 
@@ -134,8 +136,8 @@ class TagGymVectorEnv(VectorEnv):
         shape = tuple(actions.shape) if hasattr(actions, "shape") else np.shape(actions)
         if shape != (self.num_envs, 2):
             raise ValueError(
-                f"actions must have shape ({self.num_envs}, 2): one (acceleration index, turn index) "
-                f"per row = {self.num_games} games x {self.num_agents} agents; got {shape}"
+                f"actions must have shape ({self.num_envs}, 2): one (acceleration index, turn "
+                f"index) per row = {self.num_games} games x {self.num_agents} agents; got {shape}"
             )
         if not isinstance(actions, torch.Tensor):
             actions = np.asarray(actions)
@@ -144,7 +146,8 @@ class TagGymVectorEnv(VectorEnv):
             actions.reshape(self.num_games, self.num_agents, 2)
         )
         active = info["active"]
-        # After a reset (SAME_STEP) or on a NEXT_STEP reset step `active` is the new game's: all True.
+        # After a reset (SAME_STEP) or on a NEXT_STEP reset step `active` is the new game's: all
+        # True.
         row_terminated = was_active & (terminated[:, None] | ~active)
         row_info: dict[str, Any] = {"active": self._rows(active), "dead": self._rows(~was_active)}
         if "final_obs" in info:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -25,14 +26,12 @@ FLOAT32_MAX = float(np.finfo(np.float32).max)
 FLOAT32_TINY = float(np.finfo(np.float32).tiny)
 #: The step counter ``t`` is int32.
 MAX_EPISODE_LENGTH = 2**31 - 1
-#: The action tables are built level by level on the host; 10**6 levels take about a second.
+#: The action tables are built level by level on the host, so their size bounds the set-up time.
 MAX_ACTION_LEVELS = 10**6
 #: A configuration whose one step is estimated to take longer than this on one CPU core is refused.
 MAX_STEP_SECONDS = 60.0
-#: Seconds per (agent, agent) pair of one game's step on one CPU core, keyed by use_full_observation.
-#: Measured on 2026-12-01 (one game, N = 500 and 2000, a 2-core x86 VM): 1.9-2.3 ns with partial
-#: observation (the distance row and the neighbour selection), 9.8-13.7 ns with full observation
-#: (7 values written per pair). A step is O(num_envs * N**2) in both modes.
+#: Seconds per (agent, agent) pair of one game's step on one CPU core, keyed by
+#: use_full_observation: an upper bound of the cost measured in docs/input-validation.md.
 PAIR_SECONDS = {False: 2.5e-9, True: 14e-9}
 
 
@@ -124,8 +123,8 @@ def _check_real(name: str, value, rule: str, ok: Callable[[float], bool]) -> flo
         raise ValueError(f"{name} must be a finite number {rule}, got {value!r}")
     if not in_float32(float(value)):
         raise ValueError(
-            f"{name} must be representable in float32 (the kernels' precision): "
-            f"|{name}| <= {FLOAT32_MAX:.8g} and not so small that it rounds to 0, got {value!r}"
+            f"{name} must be representable in float32 (the kernels' precision): |{name}| <= "
+            f"{FLOAT32_MAX:.8g} and not so small that it rounds to 0, got {value!r}"
         )
     return float(value)
 
@@ -159,19 +158,21 @@ def _check_sequence(
 def _require_finite32(value: float, what: str, why: str) -> None:
     if not math.isfinite(value):
         raise ValueError(
-            f"{what} is {value} in float32 (the kernels' precision): {why}; "
-            f"keep it within +-{FLOAT32_MAX:.8g}"
+            f"{what} is {value} in float32 (the kernels' precision): {why}; keep it within "
+            f"+-{FLOAT32_MAX:.8g}"
         )
 
 
 def _check_float32_products(p: TagParams) -> None:
-    """The products and sums the kernel forms from the parameters stay finite (and nonzero) in float32."""
+    """The products and sums the kernel forms from the parameters stay finite (and nonzero) in
+    float32."""
     low, high = grid_length_range(p.num_other_agents_observed)
     if not low <= float(_F32(p.grid_length)) <= high:
         raise ValueError(
-            f"grid_length must lie in [{low:.8g}, {high:.8g}] for num_other_agents_observed="
-            f"{p.num_other_agents_observed}, got {p.grid_length!r}: in float32, L*L must be a normal number and "
-            "L*L*max(8, 1.5*num_other_agents_observed) finite, or the neighbour search never ends"
+            f"grid_length must lie in [{low:.8g}, {high:.8g}] for "
+            f"num_other_agents_observed={p.num_other_agents_observed}, got {p.grid_length!r}: in "
+            "float32, L*L must be a normal number and L*L*max(8, 1.5*num_other_agents_observed) "
+            "finite, or the neighbour search never ends"
         )
     for team in ("tagger", "runner"):
         skill = getattr(p, f"skill_level_{team}")
@@ -180,9 +181,10 @@ def _check_float32_products(p: TagParams) -> None:
         own = _f32(lambda c, m: c / m, cap, p.max_speed)
         if not (cap >= FLOAT32_TINY and math.isfinite(ratio) and math.isfinite(own)):
             raise ValueError(
-                f"max_speed * skill_level_{team} = {p.max_speed * skill!r} (a {team}'s top speed) must be at least "
-                f"{FLOAT32_TINY:.8g} and 2 * it / (max_speed + 1e-10) finite in float32, or speeds and their "
-                f"observations become 0 or inf; got max_speed={p.max_speed!r}, skill_level_{team}={skill!r}"
+                f"max_speed * skill_level_{team} = {p.max_speed * skill!r} (a {team}'s top speed) "
+                f"must be at least {FLOAT32_TINY:.8g} and 2 * it / (max_speed + 1e-10) finite in "
+                "float32, or speeds and their observations become 0 or inf; got "
+                f"max_speed={p.max_speed!r}, skill_level_{team}={skill!r}"
             )
     for quantity in ("acceleration", "turn"):
         span = _f32(
@@ -216,27 +218,30 @@ def _check_float32_products(p: TagParams) -> None:
         and _f32(lambda d, length: d * length, p.tagging_distance, p.grid_length) == 0
     ):
         raise ValueError(
-            f"tagging_distance * grid_length = {p.tagging_distance * p.grid_length!r} rounds to 0 in "
-            "float32, so no runner could ever be tagged; use tagging_distance=0 to mean that, or a "
-            "larger value"
+            f"tagging_distance * grid_length = {p.tagging_distance * p.grid_length!r} rounds to 0 "
+            "in float32, so no runner could ever be tagged; use tagging_distance=0 to mean that, "
+            "or a larger value"
         )
 
 
 def estimate_step_seconds(params: TagParams, num_envs: int = 1) -> float:
-    """Estimated seconds of one step of ``num_envs`` games on one CPU core: ``E * N**2 * PAIR_SECONDS``."""
+    """Estimated seconds of one step of ``num_envs`` games on one CPU core: ``E * N**2 *
+    PAIR_SECONDS``."""
     return num_envs * params.num_agents**2 * PAIR_SECONDS[params.use_full_observation]
 
 
 def check_step_cost(params: TagParams, num_envs: int = 1) -> None:
-    """Refuse a configuration whose one step would take longer than ``MAX_STEP_SECONDS`` on one CPU core."""
+    """Refuse a configuration whose one step would take longer than ``MAX_STEP_SECONDS`` on one CPU
+    core."""
     seconds = estimate_step_seconds(params, num_envs)
     if seconds > MAX_STEP_SECONDS:
         mode = "full" if params.use_full_observation else "partial"
         raise ValueError(
-            f"num_envs={num_envs} games of N = num_taggers + num_runners = {params.num_agents} agents ({mode} "
-            f"observation, use_full_observation={params.use_full_observation}): one step costs "
-            f"O(num_envs * N**2), about {seconds:.3g} s on one CPU core at {PAIR_SECONDS[params.use_full_observation]:.3g} "
-            f"s per agent pair, over the {MAX_STEP_SECONDS:.0f} s limit; use fewer agents or games"
+            f"num_envs={num_envs} games of N = num_taggers + num_runners = {params.num_agents} "
+            f"agents ({mode} observation, use_full_observation={params.use_full_observation}): one "
+            f"step costs O(num_envs * N**2), about {seconds:.3g} s on one CPU core at "
+            f"{PAIR_SECONDS[params.use_full_observation]:.3g} s per agent pair, over the "
+            f"{MAX_STEP_SECONDS:.0f} s limit; use fewer agents or games"
         )
 
 
@@ -275,7 +280,7 @@ class TagParams:
     observe_self: bool = False
 
     def __post_init__(self):
-        checked = {
+        checked: dict[str, Any] = {
             "num_taggers": _check_int("num_taggers", self.num_taggers, 1),
             "num_runners": _check_int("num_runners", self.num_runners, 1),
             "grid_length": _check_real("grid_length", self.grid_length, "> 0", lambda v: v > 0),

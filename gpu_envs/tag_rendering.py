@@ -100,7 +100,8 @@ def render_tag_frame(
 
     num_runners = n - num_taggers
     left = int(active[num_taggers:].sum())
-    label = f"t = {int(t)} / {int(episode_length)}    runners left {left} ({100.0 * left / num_runners:.0f}%)"
+    share = 100.0 * left / num_runners
+    label = f"t = {int(t)} / {int(episode_length)}    runners left {left} ({share:.0f}%)"
     draw.text((margin, label_height // 2), label, fill=TEXT_COLOUR, font=font, anchor="lm")
     return np.asarray(image)
 
@@ -131,7 +132,8 @@ def _to_numpy(value: Any) -> np.ndarray:
 
 
 def animate_episode(episode: Mapping[str, Any], *, size: int = 480) -> list[np.ndarray]:
-    """The frames of a recorded episode (``TagEnv.fetch_episode_states``'s dict, or any mapping with ``x``,
+    """The frames of a recorded episode (``TagEnv.fetch_episode_states``'s dict, or any mapping with
+    ``x``,
     ``y``, ``active`` [S, N], ``t`` [S], ``num_taggers``, ``grid_length``, ``episode_length``)."""
     missing = {"x", "y", "active", "t", "num_taggers", "grid_length", "episode_length"} - set(
         episode
@@ -154,7 +156,8 @@ def animate_episode(episode: Mapping[str, Any], *, size: int = 480) -> list[np.n
 
 
 def save_animation(frames: Sequence[np.ndarray], path: str | Path, fps: float = 25.0) -> Path:
-    """Write RGB ``frames`` to ``path``: ``.gif`` (Pillow) or ``.mp4`` (needs ``imageio-ffmpeg``)."""
+    """Write RGB ``frames`` to ``path``: ``.gif`` (Pillow) or ``.mp4`` (needs
+    ``imageio-ffmpeg``)."""
     import imageio.v3 as iio
 
     path = Path(path)
@@ -174,8 +177,8 @@ def save_animation(frames: Sequence[np.ndarray], path: str | Path, fps: float = 
             import imageio_ffmpeg  # noqa: F401
         except ModuleNotFoundError as error:
             raise RuntimeError(
-                "writing .mp4 needs the imageio-ffmpeg package (pip install imageio-ffmpeg); "
-                "or write a .gif"
+                "writing .mp4 needs the imageio-ffmpeg package (pip install imageio-ffmpeg); or "
+                "write a .gif"
             ) from error
         # libx264 wants even frame sizes: pad the bottom/right edge by one pixel if needed.
         height, width = stack.shape[1:3]

@@ -17,10 +17,13 @@ Discrete actions are encoded as TorchRL's ``GymEnv`` encodes them, chosen by the
 (``Categorical`` / ``MultiCategorical``). ``Box`` actions are ``Bounded`` float32 specs with the
 space's bounds.
 
-- ``KernelTorchRLEnv``: ``"observation"`` ``[E, *obs_shape]`` float32 (``Bounded`` when the observation
+- ``KernelTorchRLEnv``: ``"observation"`` ``[E, *obs_shape]`` float32 (``Bounded`` when the
+  observation
   space's bounds are all finite, else ``Unbounded``), ``"action"`` as above, ``"reward"`` [E, 1]
-  float32 (whatever the env's reward dtype), ``"done"``/``"terminated"``/``"truncated"`` [E, 1] bool.
-  ``CartPoleTorchRLEnv``: ``"observation"`` [E, 4], ``"action"`` [E, 2] one-hot or [E] index in {0, 1}.
+  float32 (whatever the env's reward dtype), ``"done"``/``"terminated"``/``"truncated"`` [E, 1]
+  bool.
+  ``CartPoleTorchRLEnv``: ``"observation"`` [E, 4], ``"action"`` [E, 2] one-hot or [E] index in {0,
+  1}.
 - ``TagTorchRLEnv``: the groups ``"tagger"`` and ``"runner"`` with the agent dimension after the
   batch dimension: ``(group, "observation")`` [E, n_group, obs_dim], ``(group, "active")``
   [E, n_group] bool (the agent is in the game), ``(group, "action")`` [E, n_group, A+1 + R+1]
@@ -59,7 +62,7 @@ except ImportError as error:  # pragma: no cover - depends on the installation
 
 from gpu_envs.cartpole import CartPoleVectorEnv
 from gpu_envs.engine import KernelEnv
-from gpu_envs.tag import TEAMS, TagEnv
+from gpu_envs.tag import TEAMS, TagEnv, TagVectorEnv
 from gpu_envs.validation import per_env_seeds
 
 
@@ -81,7 +84,8 @@ class _BatchedTorchRLEnv(EnvBase):
         )
 
     def _action_leaf(self, nvec: list[int], shape: tuple[int, ...]) -> TensorSpec:
-        """The spec of one action entry of ``shape`` (batch and agent dims) with ``nvec`` choices per head."""
+        """The spec of one action entry of ``shape`` (batch and agent dims) with ``nvec`` choices
+        per head."""
         dev = self.device
         if self.categorical_action_encoding:
             if len(nvec) == 1:
@@ -100,8 +104,9 @@ class _BatchedTorchRLEnv(EnvBase):
             return action
         if self.batched_env.validate_actions and not bool(spec.is_in(action)):
             raise ValueError(
-                f"action must be one-hot: {spec.dtype} of shape {tuple(spec.shape)} with exactly one 1 "
-                f"per choice block, got {action.dtype} of shape {tuple(action.shape)} that is not"
+                f"action must be one-hot: {spec.dtype} of shape {tuple(spec.shape)} with exactly "
+                f"one 1 per choice block, got {action.dtype} of shape {tuple(action.shape)} that "
+                "is not"
             )
         return spec.to_categorical(action)
 
@@ -176,7 +181,7 @@ class KernelTorchRLEnv(_BatchedTorchRLEnv):
             self.action_spec = self._action_leaf(space.nvec.tolist(), shape)
         else:
             raise TypeError(
-                f"KernelTorchRLEnv takes Discrete, one-axis MultiDiscrete or Box action spaces, "
+                "KernelTorchRLEnv takes Discrete, one-axis MultiDiscrete or Box action spaces, "
                 f"got {space}"
             )
         self.reward_spec = Unbounded(shape=(*shape, 1), dtype=torch.float32, device=dev)
@@ -210,27 +215,28 @@ def _required(tensordict: TensorDictBase, key):
     value = tensordict.get(key, None)
     if value is None:
         raise KeyError(
-            f"the tensordict given to step() has no {key!r} entry: put the actions there "
-            f"(see the env's action_spec)"
+            f"the tensordict given to step() has no {key!r} entry: put the actions there (see the "
+            "env's action_spec)"
         )
     return value
 
 
 def _check_single_agent_disabled(batched_env) -> None:
-    """A TypeError/ValueError unless ``batched_env`` is a single-agent engine env without autoreset."""
+    """A TypeError/ValueError unless ``batched_env`` is a single-agent engine env without
+    autoreset."""
     if not isinstance(batched_env, KernelEnv):
         raise TypeError(
-            f"KernelTorchRLEnv takes an engine env (a gpu_envs.engine.KernelEnv), "
-            f"got {type(batched_env).__name__}"
+            "KernelTorchRLEnv takes an engine env (a gpu_envs.engine.KernelEnv), got "
+            f"{type(batched_env).__name__}"
         )
-    if getattr(batched_env, "num_agents", 1) != 1:
+    if batched_env.num_agents != 1:
         raise ValueError(
             f"KernelTorchRLEnv takes single-agent envs; {type(batched_env).__name__} has "
             f"{batched_env.num_agents} agents per env (for Tag use TagTorchRLEnv)"
         )
     if batched_env.autoreset_mode != AutoresetMode.DISABLED:
         raise ValueError(
-            f"KernelTorchRLEnv needs an env built with autoreset_mode='disabled' (TorchRL resets "
+            "KernelTorchRLEnv needs an env built with autoreset_mode='disabled' (TorchRL resets "
             f"finished envs itself), got {batched_env.autoreset_mode}"
         )
 
@@ -238,7 +244,8 @@ def _check_single_agent_disabled(batched_env) -> None:
 def _box_spec(
     space: gym.Space, batch: tuple[int, ...], device: torch.device, what: str
 ) -> TensorSpec:
-    """The float32 spec of a batch of ``Box`` values: ``Bounded`` by the space's bounds when they are
+    """The float32 spec of a batch of ``Box`` values: ``Bounded`` by the space's bounds when they
+    are
     all finite, else ``Unbounded``."""
     if not isinstance(space, gym.spaces.Box):
         raise TypeError(f"KernelTorchRLEnv takes a Box {what} space, got {space}")
@@ -258,7 +265,8 @@ class CartPoleTorchRLEnv(KernelTorchRLEnv):
     Args:
         num_envs: number of games.
         device: "cpu", "cuda", "cuda:N" or "auto".
-        categorical_action_encoding: actions as indices (True) or one-hot (False, ``GymEnv``'s default).
+        categorical_action_encoding: actions as indices (True) or one-hot (False, ``GymEnv``'s
+        default).
         **kwargs: ``CartPoleVectorEnv`` options (dtype, max_episode_steps, sutton_barto_reward,
             validate_actions); the autoreset mode is DISABLED (TorchRL resets).
     """
@@ -288,6 +296,8 @@ class TagTorchRLEnv(_BatchedTorchRLEnv):
             ``GymEnv``'s default).
         **params: the SPEC-tag.md parameters (see ``gpu_envs.tag.TagParams``).
     """
+
+    batched_env: TagVectorEnv
 
     def __init__(
         self,

@@ -56,10 +56,12 @@ def _is_number(value) -> bool:
 
 
 def as_tensor(value, name: str, kind: str) -> torch.Tensor:
-    """``value`` as a tensor (zero-copy where possible) with a TypeError or ValueError naming ``name``.
+    """``value`` as a tensor (zero-copy where possible) with a TypeError or ValueError naming
+    ``name``.
 
     Tensors must be dense and on the CPU or a CUDA device (not ``meta`` or another backend); arrays,
-    lists and scalars must be numeric. ``kind`` describes what is expected (e.g. "an integer array").
+    lists and scalars must be numeric. ``kind`` describes what is expected (e.g. "an integer
+    array").
     """
     if isinstance(value, torch.Tensor):
         if value.device.type not in _DEVICE_TYPES or value.layout is not torch.strided:
@@ -79,7 +81,8 @@ def as_tensor(value, name: str, kind: str) -> torch.Tensor:
 def check_action_layout(
     actions, shape: tuple[int, ...], device: torch.device, name: str = "actions"
 ) -> torch.Tensor:
-    """Integer ``actions`` of ``shape`` as int64 on ``device``: dtype, shape and device checks only (cheap).
+    """Integer ``actions`` of ``shape`` as int64 on ``device``: dtype, shape and device checks only
+    (cheap).
 
     The path for envs that leave the range to the kernel (``validate_actions=False``): a tensor of
     the wrong length or dtype never reaches a kernel.
@@ -95,7 +98,8 @@ def as_action_tensor(
     name: str = "actions",
     check_range: bool = True,
 ) -> torch.Tensor:
-    """Validate integer actions of ``shape`` in ``[0, upper]`` and return them as int64 on ``device``.
+    """Validate integer actions of ``shape`` in ``[0, upper]`` and return them as int64 on
+    ``device``.
 
     ``upper`` bounds every entry, or per entry of the last axis when it is a sequence.
     ``check_range=False`` leaves the range to the caller (a kernel that checks it before stepping);
@@ -134,7 +138,8 @@ def check_box_action_layout(
     name: str = "actions",
     dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
-    """Continuous ``actions`` of ``shape`` as ``dtype`` on ``device``: dtype, shape and device checks only."""
+    """Continuous ``actions`` of ``shape`` as ``dtype`` on ``device``: dtype, shape and device
+    checks only."""
     return _float_layout(actions, shape, name).to(device=device, dtype=dtype)
 
 
@@ -184,7 +189,8 @@ def _check_range(tensor: torch.Tensor, upper, name: str) -> None:
     if (
         tensor.device.type == "cpu" or tensor.dtype in _WIDE_UNSIGNED
     ):  # torch cannot compare those on CUDA
-        # One compiled, vectorised pass without temporaries; the failing entry is looked up only on error.
+        # One compiled, vectorised pass without temporaries; the failing entry is looked up only on
+        # error.
         bounds = np.asarray(upper, dtype=np.int64).reshape(-1)
         if any_out_of_range(tensor.cpu().numpy().reshape(-1, bounds.size), bounds):
             raise_out_of_range(tensor, torch.as_tensor(upper), name)
@@ -251,17 +257,19 @@ def check_max_episode_steps(value, name: str = "max_episode_steps") -> int:
         return 0
     if not is_int(value) or not 0 <= value <= MAX_EPISODE_STEPS:
         raise ValueError(
-            f"{name} must be an int in [0, {MAX_EPISODE_STEPS}] (0 or None: never truncate; "
-            f"the step counter is int32), got {value!r}"
+            f"{name} must be an int in [0, {MAX_EPISODE_STEPS}] (0 or None: never truncate; the "
+            f"step counter is int32), got {value!r}"
         )
     return int(value)
 
 
 def check_reset_bounds(low, high) -> tuple[float, float]:
-    """CartPole's reset bounds ``options['low']``, ``options['high']`` as floats, or a ValueError naming the rule.
+    """CartPole's reset bounds ``options['low']``, ``options['high']`` as floats, or a ValueError
+    naming the rule.
 
     Both must be real numbers with ``-RESET_BOUND_LIMIT <= low <= high <= RESET_BOUND_LIMIT``
-    (2**60: beyond it one step's squared angular velocity overflows float32; NaN and inf are refused).
+    (2**60: beyond it one step's squared angular velocity overflows float32; NaN and inf are
+    refused).
     """
     for key, value in (("low", low), ("high", high)):
         if not (
@@ -278,7 +286,8 @@ def check_reset_bounds(low, high) -> tuple[float, float]:
 
 
 def per_env_seeds(seed, num_envs: int, device: torch.device, noun: str = "env") -> torch.Tensor:
-    """[num_envs] int64 seeds: ``seed + i`` for an int ``seed``, or one int per ``noun`` from a sequence.
+    """[num_envs] int64 seeds: ``seed + i`` for an int ``seed``, or one int per ``noun`` from a
+    sequence.
 
     Every seed must lie in [0, MAX_SEED = 2**63 - 1] (the kernels view them as uint64 words of int64
     tensors), so an int ``seed`` must satisfy ``seed + num_envs - 1 <= MAX_SEED``.
@@ -287,20 +296,21 @@ def per_env_seeds(seed, num_envs: int, device: torch.device, noun: str = "env") 
         values = seed.tolist() if hasattr(seed, "tolist") else list(seed)
         if len(values) != num_envs or not all(is_int(s) and 0 <= s <= MAX_SEED for s in values):
             raise ValueError(
-                f"seed sequence must hold {num_envs} ints in [0, 2**63 - 1] (one per {noun}), "
-                f"got {seed!r}"
+                f"seed sequence must hold {num_envs} ints in [0, 2**63 - 1] (one per {noun}), got "
+                f"{seed!r}"
             )
         return torch.tensor(values, dtype=torch.int64, device=device)
     if is_int(seed) and 0 <= seed <= MAX_SEED - (num_envs - 1):
         return int(seed) + torch.arange(num_envs, dtype=torch.int64, device=device)
     raise ValueError(
-        f"seed must be an int in [0, 2**63 - {num_envs}] ({noun} i gets seed + i, an int64), "
-        f"a sequence of {num_envs} ints or None, got {seed!r}"
+        f"seed must be an int in [0, 2**63 - {num_envs}] ({noun} i gets seed + i, an int64), a "
+        f"sequence of {num_envs} ints or None, got {seed!r}"
     )
 
 
 def check_all_reset(needs_reset: torch.Tensor, noun: str) -> None:
-    """With autoreset DISABLED, refuse to step while any ``noun`` (env, game) ended without a reset."""
+    """With autoreset DISABLED, refuse to step while any ``noun`` (env, game) ended without a
+    reset."""
     if bool(needs_reset.any()):
         ids = needs_reset.nonzero().flatten()[:8].tolist()
         raise RuntimeError(

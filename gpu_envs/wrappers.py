@@ -13,13 +13,15 @@ autoreset mode.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 from gymnasium.spaces import Box
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 from gymnasium.vector.utils import batch_space
+
+from gpu_envs.engine import KernelEnv
 
 __all__ = ["NormalizeObservation", "NormalizeReward", "RecordEpisodeStatistics", "RunningMeanStd"]
 
@@ -54,7 +56,8 @@ class RunningMeanStd:
         self.count = torch.full((), epsilon, dtype=torch.float64, device=device)
 
     def update(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> None:
-        """Merge the rows of ``x`` (``[B, *shape]``), or only those where ``mask`` ([B] bool) is True."""
+        """Merge the rows of ``x`` (``[B, *shape]``), or only those where ``mask`` ([B] bool) is
+        True."""
         x = x.to(torch.float64)
         weight = (
             torch.ones(x.shape[0], dtype=torch.float64, device=x.device)
@@ -88,7 +91,7 @@ class RecordEpisodeStatistics(VectorWrapper):
 
     def __init__(self, env: VectorEnv):
         super().__init__(env)
-        device = env.unwrapped.device
+        device = cast(KernelEnv, env.unwrapped).device
         n = self.num_envs
         self.autoreset_mode = _autoreset_mode(env)
         self.episode_returns = torch.zeros(n, dtype=torch.float64, device=device)
@@ -149,7 +152,9 @@ class NormalizeObservation(VectorWrapper):
             -np.inf, np.inf, env.single_observation_space.shape, dtype=np.float32
         )
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.obs_rms = RunningMeanStd(self.single_observation_space.shape, env.unwrapped.device)
+        self.obs_rms = RunningMeanStd(
+            self.single_observation_space.shape, cast(KernelEnv, env.unwrapped).device
+        )
 
     def reset(self, *, seed=None, options: dict[str, Any] | None = None):
         obs, info = self.env.reset(seed=seed, options=options)
@@ -173,7 +178,8 @@ class NormalizeObservation(VectorWrapper):
 
 
 class NormalizeReward(VectorWrapper):
-    """Rewards divided by ``sqrt(var + epsilon)``, ``var`` the running variance of the discounted return.
+    """Rewards divided by ``sqrt(var + epsilon)``, ``var`` the running variance of the discounted
+    return.
 
     Each env accumulates ``G = G * gamma * (1 - terminated) + reward``; the statistics
     (``return_rms``) take in the envs that stepped in an episode (not the NEXT_STEP reset step
@@ -188,7 +194,7 @@ class NormalizeReward(VectorWrapper):
         self.gamma, self.epsilon = gamma, epsilon
         self.update_running_mean = True
         self.autoreset_mode = _autoreset_mode(env)
-        device = env.unwrapped.device
+        device = cast(KernelEnv, env.unwrapped).device
         self.return_rms = RunningMeanStd((), device)
         self.accumulated_reward = torch.zeros(self.num_envs, dtype=torch.float64, device=device)
         self._prev_done = torch.zeros(self.num_envs, dtype=torch.bool, device=device)

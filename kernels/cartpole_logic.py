@@ -1,6 +1,7 @@
 """CartPole-v1 step logic for one env, written once for every target.
 
-The functions here are ``kernel_function``s (see ``targets``): the CPU driver (njit) and the CUDA kernel each compile
+The functions here are ``kernel_function``s (see ``targets``): the CPU driver (njit) and the CUDA
+kernel each compile
 them for their own target, and the CUDA simulator runs them as Python. They follow gymnasium's
 ``CartPoleEnv`` operation by operation (see SPEC-cartpole.md), so a float64 trajectory equals
 gymnasium's bit for bit. Physical constants come in the ``consts`` array (or a tuple of its values),
@@ -70,7 +71,8 @@ def reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds):
 
 @kernel_function
 def pole_cos_sin(theta):
-    """cos and sin of the pole angle in its dtype, computed in float64 like gymnasium's math.cos/sin."""
+    """cos and sin of the pole angle in its dtype, computed in float64 like gymnasium's
+    math.cos/sin."""
     return cast_like(math.cos(np.float64(theta)), theta), cast_like(
         math.sin(np.float64(theta)), theta
     )
@@ -129,7 +131,8 @@ def record_step(
     """Counter, reward and flags of env ``i`` after its physics, without a branch on the env's data.
 
     An env that NEXT_STEP mode resets on this step (it finished on the previous one) gets reward 0
-    and both flags False, and keeps ``needs_reset`` set for :func:`complete_autoreset`, which resets it.
+    and both flags False, and keeps ``needs_reset`` set for :func:`complete_autoreset`, which resets
+    it.
     """
     resetting = (autoreset_mode == NEXT_STEP) & needs_reset[i]
     live = not resetting
@@ -165,7 +168,8 @@ def complete_autoreset(
     final_obs,
     has_final_obs,
 ):
-    """The resets of env ``i``'s step, after :func:`record_step` and ``write_obs`` (rare, branching).
+    """The resets of env ``i``'s step, after :func:`record_step` and ``write_obs`` (rare,
+    branching).
 
     NEXT_STEP: the env still marked ``needs_reset`` with both flags False is the one resetting now.
     SAME_STEP: an env whose episode ended keeps its last observation in ``final_obs`` and restarts.
@@ -233,7 +237,8 @@ def step_envs(
     costheta, sintheta = trig[0, start:stop], trig[1, start:stop]
     block_actions, is_terminal = actions[start:stop], terminated[start:stop]
     for j in range(stop - start):
-        # Envs about to be reset (NEXT_STEP) are advanced too: branch-free, and the reset overwrites them.
+        # Envs about to be reset (NEXT_STEP) are advanced too: branch-free, and the reset overwrites
+        # them.
         x[j], x_dot[j], theta[j], theta_dot[j], is_terminal[j] = physics(
             x[j],
             x_dot[j],

@@ -1,10 +1,12 @@
-"""The CUDA driver of every game, built from the same ``step_envs``/``reset_envs`` as the CPU driver.
+"""The CUDA driver of every game, built from the same ``step_envs``/``reset_envs`` as the CPU
+driver.
 
 Two launch shapes:
 
 - ``"thread"`` (CartPole, Pendulum): one thread per env, ``step_envs(i, i + 1, *args)``;
 - ``"block"`` (Tag): one block per env, one thread per agent; the logic keeps the env's agents in
-  dynamic shared memory through ``targets.env_rows`` and separates its phases with ``targets.barrier``.
+  dynamic shared memory through ``targets.env_rows`` and separates its phases with
+  ``targets.barrier``.
 
 Importing this module needs numba-cuda; it works on a GPU or under ``NUMBA_ENABLE_CUDASIM=1``.
 Kernels are cached on disk (``cache=True``) like the CPU loops. Arguments are device arrays

@@ -21,7 +21,8 @@ def any_out_of_range(values, upper):
 
 @numba.njit(cache=True)
 def sample_categorical(logits, offsets, seed, counter, out):
-    """Inverse-CDF sampling of softmax(logits) per row and head ([B, sum(nvec)]) into ``out`` [B, H]."""
+    """Inverse-CDF sampling of softmax(logits) per row and head ([B, sum(nvec)]) into ``out`` [B,
+    H]."""
     rows, heads = out.shape
     for b in range(rows):
         for h in range(heads):
@@ -46,7 +47,8 @@ def sample_categorical(logits, offsets, seed, counter, out):
 
 @numba.njit(cache=True)
 def sample_normal(params, seed, counter, out):
-    """Box-Muller draws ``mean + exp(log_std) * z`` from Gaussian parameters [B, 2 * D] into ``out`` [B, D]."""
+    """Box-Muller draws ``mean + exp(log_std) * z`` from Gaussian parameters [B, 2 * D] into ``out``
+    [B, D]."""
     rows, dims = out.shape
     for b in range(rows):
         for d in range(dims):

@@ -1,14 +1,18 @@
 """Pendulum-v1 step logic for one env, written once for every target.
 
-The functions are ``kernel_function``\\ s (see ``targets``): the CPU driver (njit) and the CUDA kernel
+The functions are ``kernel_function``\\ s (see ``targets``): the CPU driver (njit) and the CUDA
+kernel
 compile them for their own target, and the CUDA simulator runs them as Python. They follow
 gymnasium's ``PendulumEnv.step`` operation by operation (see SPEC-pendulum.md), so a float64 state
-trajectory equals gymnasium's bit for bit; rewards may differ by one float32 ulp of ``u*u`` (gymnasium
+trajectory equals gymnasium's bit for bit; rewards may differ by one float32 ulp of ``u*u``
+(gymnasium
 squares the torque with libm's ``powf``).
 
 The state is stored by component, ``state[k, i]`` (k = theta, theta_dot; i = env). The torque is
-float32 (the action space's dtype), and its products use typed float32 constants, as NumPy 2 computes
-``0.001 * u**2`` and ``3.0 * u`` for a float32 ``u``. The other constants come in the ``consts`` array,
+float32 (the action space's dtype), and its products use typed float32 constants, as NumPy 2
+computes
+``0.001 * u**2`` and ``3.0 * u`` for a float32 ``u``. The other constants come in the ``consts``
+array,
 already in the state dtype. The angle is not wrapped in the state; only the cost normalises it.
 """
 
@@ -31,7 +35,8 @@ _TORQUE_GAIN = np.float32(3.0)  # 3.0 / (m * l**2) with m = l = 1
 
 
 def make_consts(g: float, dtype) -> np.ndarray:
-    """The constants of Pendulum-v1 with gravity ``g``, computed as gymnasium computes them, in ``dtype``."""
+    """The constants of Pendulum-v1 with gravity ``g``, computed as gymnasium computes them, in
+    ``dtype``."""
     length, dt, max_speed = 1.0, 0.05, 8
     values = [0.0] * NUM_CONSTS
     values[GRAVITY_TERM] = 3 * g / (2 * length)
@@ -91,7 +96,8 @@ def physics(theta, theta_dot, torque, consts):
 
 @kernel_function
 def write_obs(i, state, obs):
-    """Env ``i``'s observation ``[cos(theta), sin(theta), theta_dot]``, each rounded to float32 once."""
+    """Env ``i``'s observation ``[cos(theta), sin(theta), theta_dot]``, each rounded to float32
+    once."""
     theta = np.float64(state[0, i])
     obs[i, 0] = math.cos(theta)
     obs[i, 1] = math.sin(theta)

@@ -1,7 +1,8 @@
 """A counter-based random number generator usable from njit, CUDA kernels and the CUDA simulator.
 
 Every draw is a pure function of ``(seed, episode, index)``: no generator state is carried from one
-call to the next, so the start state of env ``i``'s ``e``-th episode does not depend on how many envs
+call to the next, so the start state of env ``i``'s ``e``-th episode does not depend on how many
+envs
 run beside it, on thread scheduling, or on the backend. The hash is SplitMix64's finaliser.
 All operands are ``np.uint64`` so that the three targets agree bit for bit.
 """

@@ -7,7 +7,8 @@ agents are seen through 1-D arrays of length N (``x, y, heading, speed, acc, act
 ``targets.env_rows`` gives: rows of the global state on the CPU, copies in shared memory on CUDA.
 A step is four phases over the agents, with a ``targets.barrier`` between phases (see SPEC-tag.md):
 
-1. :func:`move_agent` (acceleration, heading wrap, speed clip, move, walls; returns the base reward),
+1. :func:`move_agent` (acceleration, heading wrap, speed clip, move, walls; returns the base
+   reward),
 2. :func:`select_neighbours` (partial observation: the k nearest) and :func:`observe_agent`
    (observation from the moved state and the in-game flags before the tags),
 3. :func:`tagger_in_reach` + :func:`tag_runner` for each runner in the game (the tagger's credit
@@ -112,7 +113,8 @@ def observation_size(
 
 
 def make_consts(params) -> tuple[np.ndarray, np.ndarray]:
-    """``(float_consts, int_consts)``: the float32 and int64 constants of a :class:`gpu_envs.tag.TagParams`."""
+    """``(float_consts, int_consts)``: the float32 and int64 constants of a
+    :class:`gpu_envs.tag.TagParams`."""
     float_consts = np.zeros(NUM_FLOAT_CONSTS, dtype=np.float32)
     length = np.float32(params.grid_length)
     float_consts[GRID_LENGTH] = length
@@ -265,7 +267,8 @@ def squared_distance32(i, j, x, y):
 
 @kernel_function
 def _insert_neighbour(j, d2, count, k, knn_idx, knn_d2):
-    """Insert candidate ``j`` (squared distance ``d2``) into the sorted buffer; returns the new count.
+    """Insert candidate ``j`` (squared distance ``d2``) into the sorted buffer; returns the new
+    count.
 
     The buffer holds ``count`` entries sorted by distance; when full (``count == k``) the last one
     drops out. ``j`` enters only before strictly farther entries, so with candidates offered in
@@ -453,7 +456,8 @@ def tagger_in_reach(r, x, y, float_consts, int_consts):
     """The tagger that tags runner ``r`` this step, or -1.
 
     Its nearest tagger (smallest float32 squared distance, ties to the lower id), if its float32
-    distance (sqrt in float64, rounded) is strictly below ``float32(tagging_distance) * float32(L)``.
+    distance (sqrt in float64, rounded) is strictly below ``float32(tagging_distance) *
+    float32(L)``.
     """
     best = 0
     best_d2 = squared_distance32(r, 0, x, y)
@@ -495,7 +499,8 @@ def finalize_reward(a, rewards, tag_count, active, at_end, float_consts, int_con
 # order (x, y, heading, speed, acceleration, active, t, needs_reset, episode, env_seed, obs,
 # rewards, terminated, truncated, final_obs, final_active, has_final_obs, tag_count, action_error,
 # knn_idx, knn_d2, runners_left), then actions, acc_table, turn_table, start_state, start_given,
-# float_consts, int_consts, autoreset_mode. A worker (the CPU thread of an env, or a CUDA thread) handles the agents
+# float_consts, int_consts, autoreset_mode. A worker (the CPU thread of an env, or a CUDA thread)
+# handles the agents
 # ``agent_start(), agent_start() + agent_stride(), ...``; ``barrier`` separates the phases.
 
 
@@ -503,7 +508,8 @@ def finalize_reward(a, rewards, tag_count, active, at_end, float_consts, int_con
 def _observe_all(
     e, t, x, y, heading, speed, acc, active, obs, knn_idx, knn_d2, float_consts, int_consts
 ):
-    """Every agent's observation of env ``e`` at time ``t`` (each worker its own kNN scratch row)."""
+    """Every agent's observation of env ``e`` at time ``t`` (each worker its own kNN scratch
+    row)."""
     slot = min(agent_start(), knn_idx.shape[1] - 1)
     for a in range(agent_start(), int_consts[NUM_AGENTS], agent_stride()):
         found = select_neighbours(

@@ -1,11 +1,14 @@
 """Primitives whose implementation differs per target (CPU njit, CUDA, CUDA simulator).
 
 Each primitive is a plain Python function with the semantics the CUDA simulator runs, plus an
-``overload`` for the CPU target here; the CUDA overloads live in ``cuda_targets`` (which the CPU path
+``overload`` for the CPU target here; the CUDA overloads live in ``cuda_targets`` (which the CPU
+path
 never imports) and are installed by :func:`gpu_envs.kernels.cuda_targets.register`. Step logic calls
 them from :func:`kernel_function`\\ s. A game's logic sees one env's agents through
-:func:`agent_start` / :func:`agent_stride` (CPU: every agent in turn; CUDA: one thread per agent of a
-block), separates its phases with :func:`barrier`, and updates shared counters with :func:`atomic_add`.
+:func:`agent_start` / :func:`agent_stride` (CPU: every agent in turn; CUDA: one thread per agent of
+a
+block), separates its phases with :func:`barrier`, and updates shared counters with
+:func:`atomic_add`.
 """
 
 import math
@@ -15,7 +18,8 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-#: Every :func:`kernel_function`, in declaration order; ``cuda_targets.register`` compiles them for CUDA.
+#: Every :func:`kernel_function`, in declaration order; ``cuda_targets.register`` compiles them for
+#: CUDA.
 KERNEL_FUNCTIONS: list = []
 
 

@@ -1,4 +1,5 @@
-"""Autoreset semantics: NEXT_STEP against gymnasium's CartPoleVectorEnv, SAME_STEP and DISABLED per SPEC."""
+"""Autoreset semantics: NEXT_STEP against gymnasium's CartPoleVectorEnv, SAME_STEP and DISABLED per
+SPEC."""
 
 import gymnasium as gym
 import numpy as np

@@ -72,15 +72,18 @@ def threads_started():
         return True
     except ValueError:
         return False
-small = gpu_envs.CartPoleVectorEnv(16); small.reset(seed=0); small.step(torch.zeros(16, dtype=torch.int64))
+small = gpu_envs.CartPoleVectorEnv(16); small.reset(seed=0); small.step(torch.zeros(16,
+dtype=torch.int64))
 after_small = threads_started()
-big = gpu_envs.CartPoleVectorEnv(8192); big.reset(seed=0); big.step(torch.zeros(8192, dtype=torch.int64))
+big = gpu_envs.CartPoleVectorEnv(8192); big.reset(seed=0); big.step(torch.zeros(8192,
+dtype=torch.int64))
 print(after_small, threads_started())
 """
 
 
 def test_small_batches_run_serially_and_large_ones_in_parallel(tmp_path):
-    """The serial and parallel drivers must not share a compile-cache entry (both from cold and warm)."""
+    """The serial and parallel drivers must not share a compile-cache entry (both from cold and
+    warm)."""
     environment = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "NUMBA_NUM_THREADS": "2"}
     for _ in range(2):  # cold cache, then warm cache
         result = subprocess.run(

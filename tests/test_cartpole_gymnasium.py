@@ -106,7 +106,8 @@ def test_float32_state_stays_close_to_float64():
 
 @pytest.mark.parametrize("seed", [0, 7, 123])
 def test_single_env_is_a_drop_in_same_seed_same_episodes(seed):
-    """gym.make with the same seed plays gymnasium's exact episodes, resets without a seed included."""
+    """gym.make with the same seed plays gymnasium's exact episodes, resets without a seed
+    included."""
     ours, theirs = gym.make("gpu_envs/CartPole-v1"), gym.make("CartPole-v1")
     obs_ours, _ = ours.reset(seed=seed)
     obs_theirs, _ = theirs.reset(seed=seed)

@@ -157,7 +157,8 @@ def test_results_message_without_any_checkpoint(tmp_path):
 
 
 def test_evaluate_and_render_a_pendulum_checkpoint(tmp_path, capsys):
-    """A continuous-action checkpoint rebuilds its Gaussian head: greedy torques, seeded episodes."""
+    """A continuous-action checkpoint rebuilds its Gaussian head: greedy torques, seeded
+    episodes."""
     overrides = [
         "trainer.train_batch_size=32",
         "trainer.total_timesteps=64",

@@ -1,4 +1,5 @@
-"""The documentation site builds with warnings as errors (the CI command, into a temporary folder)."""
+"""The documentation site builds with warnings as errors (the CI command, into a temporary
+folder)."""
 
 import subprocess
 import sys

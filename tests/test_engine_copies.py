@@ -1,4 +1,5 @@
-"""What the engine gives every game: copies that step on like the original, and use after close()."""
+"""What the engine gives every game: copies that step on like the original, and use after
+close()."""
 
 import copy
 import pickle

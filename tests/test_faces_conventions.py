@@ -1,4 +1,5 @@
-"""The conventions of the faces: PettingZoo's own test functions on tag_v0 (max_cycles, render modes,
+"""The conventions of the faces: PettingZoo's own test functions on tag_v0 (max_cycles, render
+modes,
 seeding, API), and gym.make of the vector-only Tag id."""
 
 import re

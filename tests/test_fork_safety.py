@@ -1,4 +1,5 @@
-"""A process that forks after a parallel kernel ran has a working child (SubprocVecEnv, multiprocessing)."""
+"""A process that forks after a parallel kernel ran has a working child (SubprocVecEnv,
+multiprocessing)."""
 
 import multiprocessing
 

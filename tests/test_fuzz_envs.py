@@ -1,6 +1,7 @@
 """Property tests: random configurations, actions, seeds and reset options thrown at every env face.
 
-Property: every call either raises a clear ValueError/TypeError whose message names the bad argument,
+Property: every call either raises a clear ValueError/TypeError whose message names the bad
+argument,
 or returns finite outputs of the right shapes, within STEP_SECONDS. Each strategy draws a good value
 or one of the catalogued bad ones (the ``BAD_*`` lists; ``count_bad_cases()`` counts them).
 
@@ -42,7 +43,8 @@ settings.register_profile(
 FUZZ = settings.get_profile("long" if os.environ.get("HYPOTHESIS_PROFILE") == "long" else "fuzz")
 #: For the xfail tests: stop at the first failing example (no shrinking).
 FUZZ_XFAIL = settings(FUZZ, phases=[Phase.explicit, Phase.reuse, Phase.generate])
-#: Bad layouts that a kernel without a layout check would read (no new kernel signature: no recompilation).
+#: Bad layouts that a kernel without a layout check would read (no new kernel signature: no
+#: recompilation).
 SAME_SIGNATURE_LAYOUTS = [
     lambda shape, upper: np.zeros((shape[0] - 1, *shape[1:]), np.int64),
     lambda shape, upper: np.full(shape, 0.7, np.float32),
@@ -51,7 +53,8 @@ SAME_SIGNATURE_LAYOUTS = [
 STEP_SECONDS = 20.0
 NAN, INF = float("nan"), float("inf")
 
-# ------------------------------------------------------------------------------ the bad-input catalogue
+# ------------------------------------------------------------------------------ the bad-input
+# catalogue
 #: (value, what the error must name) for seeds given to reset (any face).
 BAD_SEEDS = [
     (-1, "seed"),
@@ -86,7 +89,8 @@ BAD_BOUNDS = [
 ]
 #: Bad CartPole max_episode_steps.
 BAD_EPISODE_STEPS = ["10", 2**64, NAN, 1.5, -1, True, 2**31]
-#: Bad integer actions of shape `shape` whose entries must lie in 0..upper: functions of (shape, upper).
+#: Bad integer actions of shape `shape` whose entries must lie in 0..upper: functions of (shape,
+#: upper).
 BAD_ACTIONS = [
     lambda shape, upper: np.full(shape, upper + 1),
     lambda shape, upper: np.full(shape, -1),
@@ -211,7 +215,8 @@ def timed(call, *args, **kwargs):
 
 
 def attempt(names: tuple[str, ...] | None, call, *args, **kwargs):
-    """Run ``call``; with ``names`` (bad input) it must raise a clear error naming one, else succeed in time."""
+    """Run ``call``; with ``names`` (bad input) it must raise a clear error naming one, else succeed
+    in time."""
     if names is None:
         return timed(call, *args, **kwargs)
     with pytest.raises(Exception) as caught:
@@ -274,7 +279,8 @@ def _float32_edges(k: int) -> list[float]:
 
 @st.composite
 def tag_configs(draw, bad=True, max_agents=7, rows=False):
-    """(params, names): valid Tag parameters, with at most one catalogued bad override (names: its names).
+    """(params, names): valid Tag parameters, with at most one catalogued bad override (names: its
+    names).
 
     ``rows``: for the (game, agent)-row faces, which set observe_self themselves.
     """
@@ -573,7 +579,8 @@ def test_sb3_adapter(data):
         venv = attempt(None, make_sb3_vec_env, "gpu_envs/CartPole-v1", num_envs=games)
     if venv is None:
         return
-    # SB3's own VecEnv.seed adds the env index to the seed (non-ints: see test_sb3_adapter_non_int_seed).
+    # SB3's own VecEnv.seed adds the env index to the seed (non-ints: see
+    # test_sb3_adapter_non_int_seed).
     seed, seed_names = data.draw(
         seeds(games).filter(lambda p: p[0] is None or is_int(p[0])), label="seed"
     )
@@ -586,7 +593,8 @@ def test_sb3_adapter(data):
     shape = (venv.num_envs, *venv.action_space.shape)
     upper = 1 if not tag else int(min(venv.action_space.nvec)) - 1
     for _ in range(data.draw(st.integers(1, 3), label="steps")):
-        # SB3 hands NumPy arrays (None and meta tensors: see test_sb3_adapter_actions_that_are_not_arrays).
+        # SB3 hands NumPy arrays (None and meta tensors: see
+        # test_sb3_adapter_actions_that_are_not_arrays).
         actions, names = data.draw(
             int_actions(shape, upper).filter(
                 lambda p: p[0] is not None and not (isinstance(p[0], torch.Tensor) and p[0].is_meta)
@@ -630,7 +638,8 @@ def test_torchrl_envs(data):
         env = attempt(None, CartPoleTorchRLEnv, n)
     if env is None:
         return
-    # Non-negative ints only: TorchRL's set_seed handles the rest itself (see test_torchrl_negative_seed).
+    # Non-negative ints only: TorchRL's set_seed handles the rest itself (see
+    # test_torchrl_negative_seed).
     seed, seed_names = data.draw(
         st.one_of(
             st.integers(0, 2**63 - n).map(lambda v: (v, None)),

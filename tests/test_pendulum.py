@@ -1,4 +1,5 @@
-"""Pendulum-v1 on the engine: gymnasium parity (float64 CPU), the single-env drop-in, the vector env's
+"""Pendulum-v1 on the engine: gymnasium parity (float64 CPU), the single-env drop-in, the vector
+env's
 autoreset modes, per-env RNG, actions, options, copies, SB3's checker and a SAC run (slow)."""
 
 import copy
@@ -150,7 +151,8 @@ def _run(mode: str, steps: int, seed: int = 7):
 def test_next_step_autoreset():
     _, out = _run("next_step", 6)
     assert [bool(o[3].all()) for o in out[1:]] == [False, False, False, True, False, False]
-    # The step after truncation starts the next episode: reward 0, no flags, the new start's observation.
+    # The step after truncation starts the next episode: reward 0, no flags, the new start's
+    # observation.
     _, same = _run("same_step", 4)
     assert torch.equal(out[5][0], same[4][0])
     assert not out[5][1].any() and not out[5][2].any() and not out[5][3].any()

@@ -32,7 +32,8 @@ def test_cuda_env_matches_cpu_env_bit_for_bit(dtype, mode, assert_matches_cpu, a
     rng = np.random.default_rng(0)
     widest_angle = 0.0
     for step in range(30):
-        # Torques over [-2, 2] with its edges; angles leave [-pi, pi] (the cost's remainder is used).
+        # Torques over [-2, 2] with its edges; angles leave [-pi, pi] (the cost's remainder is
+        # used).
         actions = torch.from_numpy(rng.uniform(-2.0, 2.0, size=(NUM_ENVS, 1)).astype(np.float32))
         actions[:3, 0] = torch.tensor([-2.0, 0.0, 2.0])
         out_cpu, out_gpu = cpu.step(actions), gpu.step(actions.to(gpu.device))

@@ -1,5 +1,6 @@
 """stable-baselines3 adapter: SB3's own checks, parity with DummyVecEnv over gymnasium's CartPole,
-the VecEnv attribute API, host-side action and seed checks (discrete and Box), and a short PPO run."""
+the VecEnv attribute API, host-side action and seed checks (discrete and Box), and a short PPO
+run."""
 
 import gymnasium as gym
 import numpy as np

@@ -1,4 +1,5 @@
-"""Tag's CUDA branch (one block per game, a thread per agent) against the CPU backend, through the env.
+"""Tag's CUDA branch (one block per game, a thread per agent) against the CPU backend, through the
+env.
 
 Runs ``TagVectorEnv(device="cuda")`` under ``NUMBA_ENABLE_CUDASIM=1`` (set before Python starts):
 the simulator runs the kernels' threads, barriers and atomics, and every buffer must equal the CPU

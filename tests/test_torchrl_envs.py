@@ -164,7 +164,8 @@ def test_tag_transitions_and_partial_resets_match_same_step_tag_env():
     assert partial_resets >= 2
 
 
-# ------------------------------------------------------------------------------------- action encodings
+# ------------------------------------------------------------------------------------- action
+# encodings
 def test_default_encoding_is_one_hot_like_gymenv():
     from torchrl.data import MultiOneHot, OneHot
     from torchrl.envs import GymEnv
@@ -209,7 +210,8 @@ def test_one_hot_and_index_actions_give_the_same_transitions():
         assert (transitions[0] == transitions[1]).all()
 
 
-# ------------------------------------------------------------------------------------- any engine env
+# ------------------------------------------------------------------------------------- any engine
+# env
 @pytest.mark.parametrize("seed", [-1, True, "7", 1.5, 2**63 - 1])
 def test_set_seed_checks_the_seed_before_torchrl_uses_it(seed):
     env = CartPoleTorchRLEnv(2)

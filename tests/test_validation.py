@@ -1,4 +1,5 @@
-"""The shared input checks (gpu_envs.validation) and Tag's float32 parameter rules (gpu_envs.tag_params)."""
+"""The shared input checks (gpu_envs.validation) and Tag's float32 parameter rules
+(gpu_envs.tag_params)."""
 
 import math
 import time
@@ -57,7 +58,8 @@ def test_seed_sequences_of_each_container():
         assert validation.per_env_seeds(seeds, 2, CPU).tolist() == [5, 2**63 - 1]
 
 
-# ------------------------------------------------------------------------------ episode steps, bounds
+# ------------------------------------------------------------------------------ episode steps,
+# bounds
 @pytest.mark.parametrize(
     "value, expected", [(None, 0), (0, 0), (500, 500), (np.int32(7), 7), (2**31 - 1, 2**31 - 1)]
 )
@@ -215,7 +217,8 @@ def test_box_action_layout_skips_the_values_only():
         validation.check_box_action_layout(np.array([[1]]), (1, 1), CPU)
 
 
-# ------------------------------------------------------------------------------ Tag parameters in float32
+# ------------------------------------------------------------------------------ Tag parameters in
+# float32
 def test_grid_length_range_is_exact_in_float32():
     for k in (1, 2, 10, 1000):
         low, high = tag_params.grid_length_range(k)
@@ -242,7 +245,8 @@ def test_grid_length_range_is_exact_in_float32():
                 use_full_observation=False,
                 num_runners=20,
             ),
-            r"grid_length must lie in \[1.0842022e-19, 4.7\d+e\+18\] for num_other_agents_observed=10",
+            r"grid_length must lie in \[1.0842022e-19, 4.7\d+e\+18\] for "
+            r"num_other_agents_observed=10",
         ),
         (
             dict(max_acceleration=3e38, min_acceleration=-3e38),
@@ -350,7 +354,8 @@ def test_the_float32_constants_of_accepted_parameters_are_finite():
 
 @pytest.mark.parametrize("k", [1, 2, 5])
 def test_partial_observation_works_at_both_grid_length_limits(k):
-    """At L = the accepted low and high ends, the neighbour search ends and observes the k nearest."""
+    """At L = the accepted low and high ends, the neighbour search ends and observes the k
+    nearest."""
     n = 13
     rng = np.random.default_rng(k)
     corners = rng.integers(0, 2, (2, n)).astype(

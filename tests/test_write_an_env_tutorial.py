@@ -25,7 +25,8 @@ def python_blocks(text: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def tutorial(tmp_path_factory):
-    """The tutorial's code as an imported module (a real file, so numba can cache and inspect it)."""
+    """The tutorial's code as an imported module (a real file, so numba can cache and inspect
+    it)."""
     folder = tmp_path_factory.mktemp("tutorial")
     (folder / "write_an_env_tutorial.py").write_text(
         "\n".join(python_blocks(TUTORIAL.read_text("utf8")))

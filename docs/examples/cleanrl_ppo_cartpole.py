@@ -1,6 +1,7 @@
 """PPO on gpu_envs/CartPole-v1 in one file, CleanRL style, with the whole rollout on the device.
 
-    python docs/examples/cleanrl_ppo_cartpole.py --device cuda --num-envs 64 --total-timesteps 500000
+    python docs/examples/cleanrl_ppo_cartpole.py --device cuda --num-envs 64 --total-timesteps
+    500000
 
 The envs come from ``gym.make_vec("gpu_envs/CartPole-v1", device=...)``: observations, rewards and
 done flags are torch tensors on ``--device``, and ``gpu_envs.RecordEpisodeStatistics`` keeps the
@@ -238,8 +239,9 @@ def main(args: Args) -> dict:
         mean_return = float(returns_sum) / num_episodes if num_episodes else float("nan")
         sps = int(global_step / (time.time() - start_time))
         print(
-            f"iteration {iteration}/{num_iterations} global_step={global_step} episodes={num_episodes} "
-            f"mean_return={mean_return:.1f} value_loss={v_loss.item():.3f} SPS={sps}",
+            f"iteration {iteration}/{num_iterations} global_step={global_step} "
+            f"episodes={num_episodes} mean_return={mean_return:.1f} value_loss={v_loss.item():.3f} "
+            f"SPS={sps}",
             flush=True,
         )
         summary = {

@@ -4,9 +4,11 @@
 from seed ``seed + i``) and print the mean return (± standard error) against a reference return:
 CartPole-v1's reward threshold of 475, the bundled Pendulum trainer's target of -250.
 
-``evaluate tag`` plays ``--episodes`` episodes (one game each, the same start states in every matchup) of the
+``evaluate tag`` plays ``--episodes`` episodes (one game each, the same start states in every
+matchup) of the
 checkpoint's Tag env for four matchups: random vs random, trained taggers vs random runners, random
-taggers vs trained runners, trained vs trained. Prints the runners tagged per episode (mean ± standard
+taggers vs trained runners, trained vs trained. Prints the runners tagged per episode (mean ±
+standard
 error) and the learning benchmark's ratios, with whether each meets its target: tagger ratio >= 1.5,
 runner ratio <= 2/3 (see ``gpu_envs.trainers.matchups``).
 """
@@ -92,7 +94,8 @@ def run_tag(args: argparse.Namespace) -> int:
 
 
 def _evaluate(game: str, args: argparse.Namespace, evaluate):
-    """``evaluate()`` with the argument and checkpoint errors turned into a one-line exit message."""
+    """``evaluate()`` with the argument and checkpoint errors turned into a one-line exit
+    message."""
     if args.episodes <= 0:
         raise SystemExit(f"gpu-envs evaluate {game}: --episodes must be >= 1, got {args.episodes}")
     try:
@@ -114,13 +117,15 @@ def format_returns(report, game: str = "cartpole") -> str:
     """Each policy's greedy mean return, and whether it reaches the game's reference return."""
     reference, what = REFERENCE_RETURNS[game]
     lines = [
-        f"{report.checkpoint}: {report.episodes} greedy episodes, seeds {report.seed}..{report.seed + report.episodes - 1}"
+        f"{report.checkpoint}: {report.episodes} greedy episodes, seeds "
+        f"{report.seed}..{report.seed + report.episodes - 1}"
     ]
     for tag in report.returns:
         mean = report.mean(tag)
         reached = "reached" if mean >= reference else "not reached"
         lines.append(
-            f"{tag}: mean return {mean:.2f} ± {report.stderr(tag):.2f} ({what} {reference:g}: {reached})"
+            f"{tag}: mean return {mean:.2f} ± {report.stderr(tag):.2f} ({what} {reference:g}: "
+            f"{reached})"
         )
     return "\n".join(lines)
 
@@ -158,6 +163,6 @@ def format_report(report) -> str:
 
 def _ratio_line(label: str, value: float, relation: str, target: float, met: bool) -> str:
     return (
-        f"{label}: {value:.3f} (target {relation} {target:.3f}): "
-        f"learning benchmark target {'met' if met else 'not met'}"
+        f"{label}: {value:.3f} (target {relation} {target:.3f}): learning benchmark target "
+        f"{'met' if met else 'not met'}"
     )

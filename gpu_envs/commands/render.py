@@ -1,9 +1,12 @@
-"""``gpu-envs render cartpole|pendulum|tag``: play one episode and write it as an animation (``.gif`` or ``.mp4``).
+"""``gpu-envs render cartpole|pendulum|tag``: play one episode and write it as an animation
+(``.gif`` or ``.mp4``).
 
-``render cartpole|pendulum CHECKPOINT``: one greedy episode of a trainer checkpoint's policy (seeded with
+``render cartpole|pendulum CHECKPOINT``: one greedy episode of a trainer checkpoint's policy (seeded
+with
 ``--seed``) on its run's env.
 
-``render tag [CHECKPOINT]``: the env comes from ``--config FILE`` (YAML: the env parameters, or a run config whose ``env:``
+``render tag [CHECKPOINT]``: the env comes from ``--config FILE`` (YAML: the env parameters, or a
+run config whose ``env:``
 section holds them) with the ``--num-taggers`` etc. flags on top. Actions are random, or come from
 a trainer checkpoint (``CHECKPOINT``, or ``--checkpoint PATH``): every team plays its trained policy
 (``gpu_envs.trainers.load_policy``), on the checkpoint's env parameters with ``--config`` and the
