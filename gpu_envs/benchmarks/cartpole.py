@@ -329,15 +329,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="smoke run: 2 repeats of 0.05 s, 0.05 s warm-up, no waiting for quiet",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of envs and action pools (0)")
-    parser.add_argument(
-        "--json",
-        nargs="?",
-        const="-",
-        default=None,
-        metavar="PATH",
-        help="write every record as JSON to PATH ('-' or no value: stdout; the table "
-        "then goes to stderr)",
-    )
+    report.add_json_argument(parser, "every record")
 
 
 def _timing_options(args) -> dict:

@@ -23,6 +23,20 @@ def parse_int_list(text: str, minimum: int = 1) -> list[int]:
     return values
 
 
+def add_json_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--json [PATH]``: write ``what`` as JSON to PATH (:func:`write_json`), '-' or no value for
+    stdout, the command's table then going to stderr."""
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        default=None,
+        metavar="PATH",
+        help=f"write {what} as JSON to PATH ('-' or no value: stdout; the table then goes to "
+        "stderr)",
+    )
+
+
 def settings(args: argparse.Namespace) -> dict:
     """The parsed command-line arguments of a run, for its JSON record."""
     return {key: value for key, value in vars(args).items() if key != "func"}

@@ -228,9 +228,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-validate", action="store_true", help="ours with validate_actions=False"
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--json", default=None, metavar="FILE", help="also write the records as JSON ('-': stdout)"
-    )
+    report.add_json_argument(parser, "the records")
 
 
 def _record(
@@ -277,16 +275,12 @@ def run(args: argparse.Namespace) -> int:
         _progress(record)
         return record
 
-    validate = not args.no_validate
-    for n in args.num_envs:
-        add(
-            "ours",
-            "gpu-envs TagEnv",
-            lambda n=n: make_ours(
-                n, args.seed, device=args.device, validate_actions=validate, **seed_params
-            ),
-            n,
-        )
+    def add_ours(impl: str, label: str, sizes: list[int], params: dict[str, Any]) -> None:
+        options = dict(device=args.device, validate_actions=not args.no_validate, **params)
+        for n in sizes:
+            add(impl, label, lambda n=n: make_ours(n, args.seed, **options), n)
+
+    add_ours("ours", "gpu-envs TagEnv", args.num_envs, seed_params)
     missing = []
     for name in [p for p in args.peers.split(",") if p]:
         if name not in PEERS:
@@ -302,15 +296,7 @@ def run(args: argparse.Namespace) -> int:
             if "error" not in record and n / record["env_steps_per_s"] > args.peer_max_step_s:
                 break
     scale_params = {**seed_params, "num_taggers": SCALE_TEAMS[0], "num_runners": SCALE_TEAMS[1]}
-    for n in args.scale_num_envs:
-        add(
-            "ours_scale",
-            "gpu-envs TagEnv, N=1000",
-            lambda n=n: make_ours(
-                n, args.seed, device=args.device, validate_actions=validate, **scale_params
-            ),
-            n,
-        )
+    add_ours("ours_scale", "gpu-envs TagEnv, N=1000", args.scale_num_envs, scale_params)
 
     out = sys.stderr if args.json == "-" else sys.stdout  # '-': stdout is the JSON's
     print(format_tables(records, args.num_envs, args.scale_num_envs, missing), file=out)

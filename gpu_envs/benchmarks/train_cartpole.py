@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from gpu_envs.benchmarks.sb3_ppo import NUM_ENVS, RL_ZOO, rl_zoo_ppo
+from gpu_envs.benchmarks.sb3_ppo import NUM_ENVS, rl_zoo_ppo
 from gpu_envs.benchmarks.train_to_target import TrainToTarget
 
 if TYPE_CHECKING:
@@ -29,13 +29,7 @@ def _sb3_model(seed: int) -> PPO:
     return rl_zoo_ppo(make_vec_env("CartPole-v1", n_envs=NUM_ENVS, seed=seed), seed)
 
 
-BENCH = TrainToTarget(
-    preset="cartpole",
-    env_id="CartPole-v1",
-    target_ratio=0.25,
-    sb3_model=_sb3_model,
-    sb3_warm_up_steps=RL_ZOO["n_steps"] * NUM_ENVS,
-)
+BENCH = TrainToTarget("cartpole", "CartPole-v1", target_ratio=0.25, sb3_model=_sb3_model)
 add_arguments, run, main = BENCH.add_arguments, BENCH.run, BENCH.main
 run_sb3, summarize, markdown = BENCH.run_sb3, BENCH.summarize, BENCH.markdown
 

@@ -46,13 +46,7 @@ def _sb3_model(seed: int) -> PPO:
     return PPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **RL_ZOO_PENDULUM)
 
 
-BENCH = TrainToTarget(
-    preset="pendulum",
-    env_id="Pendulum-v1",
-    target_ratio=0.25,
-    sb3_model=_sb3_model,
-    sb3_warm_up_steps=RL_ZOO_PENDULUM["n_steps"] * NUM_ENVS,
-)
+BENCH = TrainToTarget("pendulum", "Pendulum-v1", target_ratio=0.25, sb3_model=_sb3_model)
 add_arguments, run, main = BENCH.add_arguments, BENCH.run, BENCH.main
 
 if __name__ == "__main__":

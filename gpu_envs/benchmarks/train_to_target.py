@@ -72,15 +72,13 @@ class TrainToTarget:
     """One ``bench train-<preset>``: our ``preset`` vs SB3 on ``env_id`` to a mean return >=
     ``threshold``.
 
-    ``sb3_model(seed)`` builds SB3's PPO (rl-zoo's hyperparameters) on its training envs;
-    ``sb3_warm_up_steps`` is the length of the untimed warm-up run (one rollout is enough).
+    ``sb3_model(seed)`` builds SB3's PPO (rl-zoo's hyperparameters) on its training envs.
     """
 
     preset: str
     env_id: str
     target_ratio: float
     sb3_model: Callable[[int], PPO]
-    sb3_warm_up_steps: int
 
     @property
     def bench(self) -> str:
@@ -240,11 +238,12 @@ class TrainToTarget:
         )
 
     def warm_up_sb3(self) -> float:
-        """One short SB3 run with an evaluation (torch's first calls), before any timed run;
-        its seconds."""
+        """One rollout of SB3 and an evaluation (torch's first calls), before any timed run; its
+        seconds."""
         start = time.perf_counter()
-        self.sb3_model(0).learn(
-            total_timesteps=self.sb3_warm_up_steps,
+        model = self.sb3_model(0)
+        model.learn(
+            total_timesteps=model.n_steps * model.n_envs,
             callback=self.threshold_callback(eval_freq=1, episodes=1, seed=0),
         )
         return time.perf_counter() - start

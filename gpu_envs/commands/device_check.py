@@ -24,6 +24,8 @@ import sys
 from collections.abc import Callable
 from functools import partial
 
+from gpu_envs.benchmarks import report
+
 NO_GPU_EXIT = 2
 FAIL_EXIT = 1
 
@@ -52,28 +54,28 @@ def _parity_row(
     """Compare ``make_env`` on the two devices and report it as a row."""
     from gpu_envs.utils.parity import compare_devices
 
-    report = compare_devices(
+    parity = compare_devices(
         make_env, steps, device=device, reference_device=reference_device, seed=seed
     )
     return Row(
         check,
         f"{setting}, {reference_device} vs {device}",
-        report.summary(),
-        report.verdict,
-        {"kind": "parity", **record, **report.to_record()},
+        parity.summary(),
+        parity.verdict,
+        {"kind": "parity", **record, **parity.to_record()},
     )
 
 
 def _throughput_row(check: str, setting: str, runner, timing_options: dict, record: dict) -> Row:
     """Time ``runner`` (then close it) and report it as a row."""
     from gpu_envs.benchmarks import timing
-    from gpu_envs.benchmarks.report import format_rate
 
+    rate = report.format_rate
     with runner:
         result = timing.measure(runner, **timing_options)
-    text = f"{format_rate(result.env_steps_per_s)} env-steps/s"
+    text = f"{rate(result.env_steps_per_s)} env-steps/s"
     if runner.agents_per_env > 1:
-        text += f" ({format_rate(result.env_steps_per_s * runner.agents_per_env)} agent-steps/s)"
+        text += f" ({rate(result.env_steps_per_s * runner.agents_per_env)} agent-steps/s)"
     text += f"; first call {result.first_call_s:.2f} s"
     return Row(check, setting, text, "", {"kind": "throughput", **record, **result.to_dict()})
 
@@ -235,22 +237,16 @@ def add_parser(subparsers) -> None:
         default=50,
         help="CartPole truncation in the parity run, short to exercise it (50)",
     )
-    parser.add_argument(
-        "--cartpole-log2",
-        type=_log2_range,
-        default=range(10, 23),
-        metavar="LOW:HIGH",
-        help="CartPole throughput sizes 2^LOW..2^HIGH (10:22)",
-    )
     parser.add_argument("--tag-parity-envs", type=int, default=64, help="Tag parity games (64)")
     parser.add_argument("--tag-parity-steps", type=int, default=400, help="Tag parity steps (400)")
-    parser.add_argument(
-        "--tag-log2",
-        type=_log2_range,
-        default=range(6, 13),
-        metavar="LOW:HIGH",
-        help="Tag throughput sizes 2^LOW..2^HIGH (6:12)",
-    )
+    for game, low, high in (("cartpole", 10, 22), ("tag", 6, 12)):
+        parser.add_argument(
+            f"--{game}-log2",
+            type=_log2_range,
+            default=range(low, high + 1),
+            metavar="LOW:HIGH",
+            help=f"{game} throughput sizes 2^LOW..2^HIGH ({low}:{high})",
+        )
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats per size (3)")
     parser.add_argument(
         "--target-seconds", type=float, default=0.3, help="length of one repeat (0.3)"
@@ -263,14 +259,7 @@ def add_parser(subparsers) -> None:
         help="small parity runs of every game, no throughput: seconds on a GPU, minutes "
         "in the CUDA simulator (NUMBA_ENABLE_CUDASIM=1, the CI's simulated device)",
     )
-    parser.add_argument(
-        "--json",
-        nargs="?",
-        const="-",
-        default=None,
-        metavar="PATH",
-        help="write the rows as JSON to PATH ('-' or no value: stdout, table to stderr)",
-    )
+    report.add_json_argument(parser, "the rows")
     parser.set_defaults(func=run)
 
 
@@ -338,9 +327,7 @@ def plan(args) -> list[Callable[[], list[Row]]]:
 
 def format_table(rows: list[Row]) -> str:
     """All rows as one Markdown table."""
-    from gpu_envs.benchmarks.report import markdown_table
-
-    return markdown_table(
+    return report.markdown_table(
         ["check", "setting", "result", "status"],
         [[r.check, r.setting, r.result, r.status] for r in rows],
     )
@@ -384,7 +371,5 @@ def run(args) -> int:
             )
     print(format_table(rows), file=out, flush=True)
     if args.json is not None:
-        from gpu_envs.benchmarks.report import write_json
-
-        write_json([dataclasses.asdict(r) for r in rows], args.json)
+        report.write_json([dataclasses.asdict(r) for r in rows], args.json)
     return exit_status(rows)
