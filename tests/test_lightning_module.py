@@ -1,4 +1,4 @@
-"""The Lightning notebook's flow on the CPU: env, agent map, module, callbacks, Trainer.fit, close."""
+"""The Lightning notebook's flow on the CPU: env, agent map, module, callbacks, fit, close."""
 
 import lightning.pytorch as pl
 import pytest
@@ -101,6 +101,12 @@ def test_two_epochs_train_both_policies_and_log_their_metrics(capsys, tmp_path):
     assert float(metrics["runner/Learning rate"]) == pytest.approx(0.005 / 2)
     assert float(metrics["tagger/Learning rate"]) == pytest.approx(0.002 / 2)
     assert float(metrics["perf/Mean env-steps per sec (total)"]) > 0
+    # The same metrics under CleanRL's names, as the Fabric trainer logs them.
+    assert float(metrics["charts/SPS"]) == float(metrics["perf/Mean env-steps per sec (total)"])
+    assert float(metrics["charts/runner/learning_rate"]) == pytest.approx(0.005 / 2)
+    for tag in ("tagger", "runner"):
+        for name in ("value_loss", "policy_loss", "entropy", "approx_kl", "clipfrac"):
+            assert torch.isfinite(metrics[f"losses/{tag}/{name}"]), (tag, name)
     out = capsys.readouterr().out
     assert (
         out.count("Metrics for policy 'tagger'") == 2

@@ -1,15 +1,20 @@
-"""Two DDP processes on the CPU (gloo), compiled losses: identical weights after updates, different env seeds.
+"""Two DDP processes on the CPU (gloo), compiled losses: identical weights after updates, different
+env seeds, and episode counts summed over the ranks.
 
 The test runs this file as a script; Fabric's launcher starts the second rank by running it again.
 """
 
+import csv
 import subprocess
 import sys
 from pathlib import Path
 
 import torch
 
+from gpu_envs.trainers.checkpoint import load_checkpoint
+
 OVERRIDES = [
+    "env.max_episode_steps=5",  # every env's episodes end at steps 4 and 10 of its 16
     "trainer.num_envs=4",
     "trainer.train_batch_size=32",
     "trainer.total_timesteps=128",
@@ -39,7 +44,8 @@ def test_two_ranks_hold_identical_weights_with_different_env_seeds(tmp_path):
     assert not torch.equal(ranks[0]["obs"], ranks[1]["obs"])
     assert ranks[0]["first_obs"].shape == (4, 4)
     assert not torch.equal(ranks[0]["first_obs"], ranks[1]["first_obs"])
-    # rank r's envs were seeded with seed + r * num_envs + i: rank 1's env 0 starts like env 4 of seed 7
+    # rank r's envs were seeded with seed + r * num_envs + i:
+    # rank 1's env 0 starts like env 4 of seed 7
     from gpu_envs.cartpole import CartPoleVectorEnv
 
     reference, _ = CartPoleVectorEnv(8).reset(seed=7)
@@ -47,6 +53,17 @@ def test_two_ranks_hold_identical_weights_with_different_env_seeds(tmp_path):
     torch.testing.assert_close(ranks[1]["first_obs"], reference[4:])
     experiments = list((tmp_path / "exp" / "cartpole_ppo").iterdir())
     assert [p.name for p in experiments] == ["example"]  # only rank 0 wrote
+    # Each rank ended 4 envs x 2 episodes; the counters and logs hold both ranks' episodes.
+    assert ranks[0]["episodes"] == ranks[1]["episodes"] == 8
+    root = experiments[0]
+    state = load_checkpoint(root / "ckpt" / "iteration_2.pth.tar")
+    assert state["counters"]["total_episodes"] == 16 and state["env_step"] == 2 * 2 * 32
+    collector_log = (root / "log" / "collector" / "collector_logger.txt").read_text()
+    assert "total_episode_count: 8\n" in collector_log  # after iteration 1
+    assert "total_episode_count: 16\n" in collector_log  # after iteration 2
+    with open(root / "log" / "csv" / "version_0" / "metrics.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [float(row["charts/episodic_length"]) for row in rows] == [5.0, 5.0]
 
 
 def _main(out: Path) -> None:
@@ -71,6 +88,7 @@ def _main(out: Path) -> None:
             "initial": initial,
             "first_obs": first_obs,
             "compiled": trainer.groups[0].loss_fn is not None,
+            "episodes": int(trainer.episodes),
             "obs": trainer.collector.buffers["agent"].obs.clone(),
         },
         out / f"rank{fabric.global_rank}.pt",

@@ -7,7 +7,8 @@ Layout::
         log/collector/collector_logger.txt
         log/evaluator/evaluator_logger.txt
         log/learner/learner_logger.txt        (model architecture first, then per-window tables)
-        log/serial/events.out.tfevents.*      (one TensorBoard stream: <group>_iter/* and <group>_step/*)
+        log/serial/events.out.tfevents.*      (TensorBoard: losses/*, charts/*, <group>_iter|step/*)
+        log/csv/version_<N>/metrics.csv       (losses/*, charts/*: CleanRL's names)
         total_config.yaml                     (the resolved run config)
         results.json                          (one JSON object per log point, as the original wrote)
         videos/                               (--capture-video)
@@ -34,8 +35,8 @@ def experiment_root(config: RunConfig) -> Path:
 
 
 def fresh_root(root: Path) -> Path:
-    """Create and return a folder no other run holds: ``root``, else ``<root>_<yymmdd_HHMMSS>``, else
-    that name + ``_1``, ``_2``, ... (DI-engine's renaming).
+    """Create and return a folder no other run holds: ``root``, else ``<root>_<yymmdd_HHMMSS>``,
+    else that name + ``_1``, ``_2``, ... (DI-engine's renaming).
 
     Each candidate is claimed with an exclusive ``mkdir``, so runs started at the same moment, in
     threads or processes, never share a folder. An existing folder, even an empty one, is taken.
@@ -89,14 +90,19 @@ def grid_table(values: dict, columns_per_table: int = 6) -> str:
 
 
 class Experiment:
-    """Creates the folder and owns the text loggers, the TensorBoard writer and results.json.
+    """Creates the folder and owns the text loggers, Fabric's loggers and results.json.
+
+    ``loggers`` are Lightning's ``TensorBoardLogger`` (``log/serial``) and ``CSVLogger``
+    (``log/csv/version_<N>/metrics.csv``, a new version per resume: the logger rewrites an existing
+    file). The trainer hands them to its Fabric, so ``fabric.log_dict`` writes to both; the
+    LightZero groups (``scalars``) go to the TensorBoard stream alone.
 
     Starting (or resuming) in a folder deletes the temporary files of checkpoint writes that were
     killed there (``checkpoint.remove_temporary_files``) and notes them in the learner log.
     """
 
     def __init__(self, root: Path, config: RunConfig):
-        from torch.utils.tensorboard import SummaryWriter
+        from lightning.fabric.loggers import CSVLogger, TensorBoardLogger
 
         self.root = root
         self.ckpt_dir = root / "ckpt"
@@ -104,17 +110,19 @@ class Experiment:
         self.collector = TextLog(root / "log" / "collector" / "collector_logger.txt")
         self.evaluator = TextLog(root / "log" / "evaluator" / "evaluator_logger.txt")
         self.learner = TextLog(root / "log" / "learner" / "learner_logger.txt")
-        for leftover in remove_temporary_files(
-            self.ckpt_dir
-        ):  # from a checkpoint write that was killed
+        for leftover in remove_temporary_files(self.ckpt_dir):
             self.learner.info(f"[RANK0]: removed the unfinished checkpoint file {leftover}")
-        # The writer thread drains a queue of events to disk, by itself every 10 s and fully at each
-        # checkpoint (``flush``). With the default queue of 10 events, or a flush at every log window,
-        # the training loop waited for it: 40-60 ms per 10-iteration window of CartPole metrics,
-        # a sixth of the training time.
-        self.writer = SummaryWriter(
-            log_dir=str(root / "log" / "serial"), max_queue=4096, flush_secs=10
+        # TensorBoard's writer thread drains its queue by itself every 10 s and fully at each
+        # checkpoint (``flush``): a small queue would make the training loop wait for it.
+        self.tensorboard = TensorBoardLogger(
+            root / "log",
+            name="serial",
+            version="",
+            default_hp_metric=False,
+            max_queue=4096,
+            flush_secs=10,
         )
+        self.loggers = [self.tensorboard, CSVLogger(root / "log", name="csv")]
         dump_yaml(config, root / "total_config.yaml")
         self.video_dir = root / "videos"
 
@@ -123,12 +131,15 @@ class Experiment:
             self.learner.info(f"[RANK0]: Policy '{tag}' network\n{module}")
 
     def scalars(self, group: str, iteration: int, env_step: int, values: dict[str, float]) -> None:
-        """Each value against the train iteration (``<group>_iter/``) and the env step (``<group>_step/``)."""
-        for name, value in values.items():
-            if value is None or (isinstance(value, float) and math.isnan(value)):
-                continue
-            self.writer.add_scalar(f"{group}_iter/{name}", value, iteration)
-            self.writer.add_scalar(f"{group}_step/{name}", value, env_step)
+        """Each value against the iteration (``<group>_iter/``) and the env step
+        (``<group>_step/``), in the TensorBoard stream."""
+        kept = {
+            name: value
+            for name, value in values.items()
+            if value is not None and not (isinstance(value, float) and math.isnan(value))
+        }
+        for axis, step in (("iter", iteration), ("step", env_step)):
+            self.tensorboard.log_metrics({f"{group}_{axis}/{k}": v for k, v in kept.items()}, step)
 
     def learner_table(self, iteration: int, tag: str, values: dict[str, float]) -> None:
         self.learner.info(
@@ -153,11 +164,13 @@ class Experiment:
             handle.write("\n")
 
     def flush(self) -> None:
-        """Write every queued TensorBoard event to disk (waits for the writer thread)."""
-        self.writer.flush()
+        """Write every logged value to disk (waits for TensorBoard's writer thread)."""
+        for logger in self.loggers:
+            logger.save()
 
     def close(self) -> None:
-        self.writer.close()
+        for logger in self.loggers:
+            logger.finalize("success")
         for log in (self.collector, self.evaluator, self.learner):
             log.close()
 
@@ -168,6 +181,7 @@ class NullExperiment:
     root = None
     ckpt_dir = None
     video_dir = None
+    loggers: tuple = ()
 
     def __getattr__(self, name):
         return lambda *args, **kwargs: None

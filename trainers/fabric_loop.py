@@ -32,7 +32,12 @@ from gpu_envs.trainers.config import RunConfig
 from gpu_envs.trainers.evaluation import EVAL_SEED_OFFSET, Evaluator, record_video
 from gpu_envs.trainers.experiment import Experiment, NullExperiment, experiment_root, fresh_root
 from gpu_envs.trainers.games import make_game
-from gpu_envs.trainers.metrics import MetricsWindow, episode_summary, learner_summary
+from gpu_envs.trainers.metrics import (
+    MetricsWindow,
+    cleanrl_metrics,
+    episode_summary,
+    learner_summary,
+)
 from gpu_envs.trainers.policy import ActorCritic, ContinuousActions
 from gpu_envs.trainers.rollout import Collector, PolicyGroup
 from gpu_envs.trainers.sampling import make_sampler
@@ -127,7 +132,8 @@ class Trainer:
         self.num_iterations = max(1, total // self.steps_per_iteration)
         self.iteration = 0
         self.env_step = 0
-        self.total_episodes = torch.zeros((), dtype=torch.int64, device=self.device)
+        self.episodes = torch.zeros((), dtype=torch.int64, device=self.device)  # this rank's
+        self.episodes_before = 0  # every rank's, before a resume
         self.best_score = -math.inf
         self.clock = TrainClock()
         if resume_path is not None:
@@ -135,6 +141,7 @@ class Trainer:
         elif self.rank == 0:
             root = fresh_root(root)
         self.experiment = Experiment(root, config) if self.rank == 0 else NullExperiment()
+        fabric.loggers.extend(self.experiment.loggers)  # rank 0: the folder's TensorBoard and CSV
         self.window = MetricsWindow([g.tag for g in self.groups], len(self.game.action_nvec))
         self.video_game = None
 
@@ -180,7 +187,7 @@ class Trainer:
             if group.optimizer is not None and saved.get("optimizer") is not None:
                 group.optimizer.load_state_dict(saved["optimizer"])
         self.iteration, self.env_step = int(state["iteration"]), int(state["env_step"])
-        self.total_episodes.fill_(int(state["counters"]["total_episodes"]))
+        self.episodes_before = int(state["counters"]["total_episodes"])
         self.clock.previous = float(state["counters"]["train_seconds"])
         self.best_score = float(state["best_eval"])
         self.sampler.load_state_dict(state["sampler"])
@@ -225,7 +232,7 @@ class Trainer:
                     }
                     learner.check_finite(self.groups, stats, self.iteration)
                 self.env_step += self.steps_per_iteration
-                self.total_episodes += self.collector.env_done.sum()
+                self.episodes += self.collector.env_done.sum()
                 self.window.add(
                     self.iteration,
                     self.env_step,
@@ -251,6 +258,8 @@ class Trainer:
         finally:
             progress.close()
             self.experiment.close()
+            for logger in self.experiment.loggers:
+                self.fabric.loggers.remove(logger)
         return {
             "iterations": self.iteration,
             "env_steps": self.env_step,
@@ -282,19 +291,28 @@ class Trainer:
         return stats
 
     # ------------------------------------------------------------------------------ logging
+    def _total_episodes(self) -> int:
+        """Episodes ended on every rank so far (collective: every rank calls it at once)."""
+        count = self.fabric.all_reduce(self.episodes.clone(), reduce_op="sum")
+        return self.episodes_before + int(count)
+
     def _log(self, progress, window_iterations: int, total_ms: float) -> None:
-        records = self.window.flush(self.world_size)  # collective: every rank calls it here
+        # Collectives first, on every rank: the window's statistics and the episode count.
+        records = self.window.flush(self.fabric.all_reduce if self.world_size > 1 else None)
+        total_episodes = self._total_episodes()
         phase_ms = self.timer.totals_ms()
         self.timer.reset()
+        env_steps = self.steps_per_iteration * len(records)
+        metrics = cleanrl_metrics(records, [g.tag for g in self.groups])
+        metrics["charts/SPS"] = env_steps / total_ms * 1000.0
+        self.fabric.log_dict(metrics, step=self.env_step)
         if self.rank != 0:
             return
         exp, last = self.experiment, records[-1]
-        env_steps = self.steps_per_iteration * len(records)
         agent_steps = sum(
             sum(r.policies[g.tag]["agentstep_count"] for g in self.groups) for r in records
         )
         collect_s = sum(phase_ms[p] for p in PHASES if p != "training") / 1000.0
-        total_episodes = int(self.total_episodes)
         results = {"Iterations Completed": self.iteration}
         blocks = []
         for group in self.groups:
@@ -425,8 +443,9 @@ class Trainer:
 
     # ------------------------------------------------------------------------------ checkpoints
     def _save(self, path: Path | None) -> None:
-        """Gather every rank's RNG state (collective), then rank 0 writes ``path`` atomically."""
-        rng = self._gather_rng()
+        """Gather every rank's RNG state and episode count (collectives), then rank 0 writes
+        ``path`` atomically."""
+        rng, total_episodes = self._gather_rng(), self._total_episodes()
         if self.rank != 0 or path is None:
             return
         self.experiment.flush()  # the logs on disk reach at least as far as the checkpoint
@@ -435,7 +454,7 @@ class Trainer:
             "env_step": self.env_step,
             "num_iterations": self.num_iterations,
             "counters": {
-                "total_episodes": int(self.total_episodes),
+                "total_episodes": total_episodes,
                 "train_seconds": self.clock.seconds(),
                 "evaluations": self.evaluator.evaluations if self.evaluator else 0,
             },

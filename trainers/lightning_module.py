@@ -38,7 +38,12 @@ from gpu_envs.trainers import console, learner
 from gpu_envs.trainers.checkpoint import load_model_weights
 from gpu_envs.trainers.config import ConfigError, RunConfig
 from gpu_envs.trainers.games import TagGame
-from gpu_envs.trainers.metrics import IterationRecord, MetricsWindow, episode_summary
+from gpu_envs.trainers.metrics import (
+    IterationRecord,
+    MetricsWindow,
+    cleanrl_metrics,
+    episode_summary,
+)
 from gpu_envs.trainers.policy import ActorCritic
 from gpu_envs.trainers.rollout import Collector, PolicyGroup
 from gpu_envs.trainers.sampling import make_sampler
@@ -294,9 +299,7 @@ class TagLightningModule(pl.LightningModule):
             {g.tag: learner.action_std(buffers[g.tag]) for g in self.groups},
             episodes,
         )
-        (self.last_record,) = self.window.flush(
-            world_size=1
-        )  # the iteration's one device-to-host read
+        (self.last_record,) = self.window.flush()  # the iteration's one device-to-host read
         self._log_metrics(self.last_record)
 
     def log_due(self) -> bool:
@@ -325,6 +328,8 @@ class TagLightningModule(pl.LightningModule):
         self._unprinted.append(record)
         due = self.verbose and self.log_due()
         blocks = []
+        tags = [g.tag for g in self.groups]
+        self.log_dict(cleanrl_metrics([record], tags), on_step=True, on_epoch=False, batch_size=1)
         for group in self.groups:
             values = self._policy_values(group, [record])
             self.log_dict(
@@ -444,12 +449,10 @@ class PerfStatsCallback(pl.Callback):
             pl_module.steps_per_iteration * self._iterations,
             int(self._agent_steps),
         )
+        values = {f"perf/{name}": value for name, value in speed.items()}
+        values["charts/SPS"] = speed["Mean env-steps per sec (total)"]
         pl_module.log_dict(
-            {
-                f"perf/{name}": value
-                for name, value in speed.items()
-                if isinstance(value, float) and math.isfinite(value)
-            },
+            {k: v for k, v in values.items() if isinstance(v, float) and math.isfinite(v)},
             on_step=True,
             on_epoch=False,
             batch_size=1,

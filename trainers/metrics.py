@@ -4,15 +4,16 @@ Each iteration adds, per policy, its learner statistics (``learner.LEARNER_METRI
 each action index over agents/envs/time and its episode sums (``Collector.episode_stats``). At log
 time ``MetricsWindow.flush`` stacks the window, reduces it over the ranks (every rank calls it at
 the same iterations: the collectives match) and converts it to Python numbers in one transfer.
+``cleanrl_metrics`` names a window's numbers as CleanRL logs them, for ``fabric.log_dict``.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-import torch.distributed as dist
 
 from gpu_envs.trainers.learner import LEARNER_METRICS
 
@@ -73,13 +74,14 @@ class MetricsWindow:
     def __len__(self) -> int:
         return len(self._rows)
 
-    def flush(self, world_size: int) -> list[IterationRecord]:
-        """Reduce the window over ranks, read it back, and start a new window."""
+    def flush(self, all_reduce: Callable | None = None) -> list[IterationRecord]:
+        """Reduce the window over the ranks with ``all_reduce`` (``fabric.all_reduce``; None: one
+        process), read it back in one transfer, and start a new window."""
         if not self._rows:
             return []
         table = torch.stack(self._rows)  # [W, P * K]
-        if world_size > 1:
-            table = _reduce_columns(table, self._kinds * len(self.tags), world_size)
+        if all_reduce is not None:
+            table = _reduce_columns(table, self._kinds * len(self.tags), all_reduce)
         rows = table.tolist()
         width = len(self.names)
         records = []
@@ -93,19 +95,12 @@ class MetricsWindow:
         return records
 
 
-def _reduce_columns(table: torch.Tensor, kinds: list[str], world_size: int) -> torch.Tensor:
+def _reduce_columns(table: torch.Tensor, kinds: list[str], all_reduce: Callable) -> torch.Tensor:
+    """Each column reduced over the ranks as its kind says: mean, sum, max or min."""
     out = table.clone()
-    ops = {
-        "mean": dist.ReduceOp.SUM,
-        "sum": dist.ReduceOp.SUM,
-        "max": dist.ReduceOp.MAX,
-        "min": dist.ReduceOp.MIN,
-    }
-    for kind, op in ops.items():
-        cols = torch.tensor([i for i, k in enumerate(kinds) if k == kind], device=table.device)
-        part = table[:, cols].contiguous()
-        dist.all_reduce(part, op=op)
-        out[:, cols] = part / world_size if kind == "mean" else part
+    for kind in ("mean", "sum", "max", "min"):
+        columns = torch.tensor([i for i, k in enumerate(kinds) if k == kind], device=table.device)
+        out[:, columns] = all_reduce(table[:, columns].contiguous(), reduce_op=kind)
     return out
 
 
@@ -123,7 +118,8 @@ def learner_summary(records: list[IterationRecord], tag: str) -> dict[str, float
 
 
 def episode_summary(records: list[IterationRecord], tag: str) -> dict[str, float]:
-    """Episode statistics over the window for ``tag``: count, return mean/std/max/min, length, steps."""
+    """Episode statistics over the window for ``tag``: count, return mean/std/max/min, length and
+    agent steps."""
     rows = [r.policies[tag] for r in records]
     count = sum(r["episode_count"] for r in rows)
     total = sum(r["return_sum"] for r in rows)
@@ -140,3 +136,37 @@ def episode_summary(records: list[IterationRecord], tag: str) -> dict[str, float
         else float("nan"),
         "agentstep_count": sum(r["agentstep_count"] for r in rows),
     }
+
+
+# CleanRL's names for the learner statistics (``losses/<name>``).
+_LOSSES = {
+    "value_loss": "value_loss",
+    "policy_loss": "policy_loss",
+    "entropy": "entropy",
+    "approx_kl": "approx_kl",
+    "clipfrac": "clip_fraction",
+    "explained_variance": "explained_variance",
+}
+
+
+def cleanrl_metrics(records: list[IterationRecord], tags: list[str]) -> dict[str, float]:
+    """A window's metrics under CleanRL's names: ``losses/*`` (the window's averages),
+    ``charts/learning_rate`` (the last iteration's), ``charts/episodic_return`` and
+    ``charts/episodic_length`` (the episodes that ended in the window). The caller adds
+    ``charts/SPS``, the env steps per second it measured.
+
+    With several policies each name holds the policy's tag after its group
+    (``losses/runner/value_loss``). NaN values (a frozen policy's losses, a window without an
+    ended episode) are left out.
+    """
+    metrics = {}
+    for tag in tags:
+        prefix = f"{tag}/" if len(tags) > 1 else ""
+        averages, episodes = learner_summary(records, tag), episode_summary(records, tag)
+        metrics.update(
+            {f"losses/{prefix}{name}": averages[f"{key}_avg"] for name, key in _LOSSES.items()}
+        )
+        metrics[f"charts/{prefix}learning_rate"] = records[-1].policies[tag]["cur_lr"]
+        metrics[f"charts/{prefix}episodic_return"] = episodes["reward_mean"]
+        metrics[f"charts/{prefix}episodic_length"] = episodes["avg_envstep_per_episode"]
+    return {name: value for name, value in metrics.items() if not math.isnan(value)}
