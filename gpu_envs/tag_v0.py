@@ -1,4 +1,5 @@
-"""Tag as a PettingZoo environment, in the module convention of ``pettingzoo.mpe``'s ``simple_tag_v3``.
+"""Tag as a PettingZoo environment, in the module convention of ``pettingzoo.mpe``'s
+``simple_tag_v3``.
 
 - ``parallel_env(**params)``: one game as a ``pettingzoo.ParallelEnv`` (NumPy in and out).
 - ``env(**params)``: the same game as an AEC env (``parallel_to_aec``, order enforced);
@@ -29,7 +30,8 @@ the game: after ``max_cycles`` steps of a game that has not ended, every remaini
 episode_length``; at ``max_cycles == episode_length`` the game ends by its rule first.
 
 ## Rendering
-``render_mode="rgb_array"``: ``render()`` returns the frame (H, W, 3 uint8). ``render_mode="human"``:
+``render_mode="rgb_array"``: ``render()`` returns the frame (H, W, 3 uint8).
+``render_mode="human"``:
 ``render()`` returns None and shows the frame in a pygame window when a display is there (an X11 or
 Wayland display, another OS, or ``SDL_VIDEODRIVER`` set); without one (a headless server, CI) it
 opens nothing and only keeps the frame in ``last_frame`` (use "rgb_array" to record videos).
@@ -68,7 +70,7 @@ _BATCH_ONLY = ("num_envs", "device", "autoreset_mode")
 class TagParallelEnv(ParallelEnv):
     """One game of Tag as a PettingZoo ``ParallelEnv`` (see the module docstring for the rules)."""
 
-    metadata = {
+    metadata: dict[str, Any] = {
         "name": "tag_v0",
         "render_modes": ["rgb_array", "human"],
         "render_fps": 25,
@@ -81,12 +83,13 @@ class TagParallelEnv(ParallelEnv):
         given = [name for name in _BATCH_ONLY if name in params]
         if given:
             raise TypeError(
-                f"parallel_env is one game on the CPU and does not take {given}; "
-                "use gpu_envs.tag_v0.vector_env(num_envs, device, ...) for batches"
+                f"parallel_env is one game on the CPU and does not take {given}; use "
+                "gpu_envs.tag_v0.vector_env(num_envs, device, ...) for batches"
             )
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise ValueError(
-                f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}"
+                f"render_mode must be None or one of {self.metadata['render_modes']}, got "
+                f"{render_mode!r}"
             )
         if max_cycles is not None and (
             isinstance(max_cycles, bool) or not isinstance(max_cycles, int) or max_cycles < 1
@@ -199,7 +202,8 @@ class TagParallelEnv(ParallelEnv):
         return torch.cat([columns.reshape(-1), time]).numpy().astype(np.float32)
 
     def render(self) -> np.ndarray | None:
-        """The frame (H, W, 3 uint8) for "rgb_array"; None for "human" (shown, see the module docstring)."""
+        """The frame (H, W, 3 uint8) for "rgb_array"; None for "human" (shown, see the module
+        docstring)."""
         frames = self._game.render()
         if frames is None:
             return None
@@ -228,12 +232,13 @@ class _HumanWindow:
         self._pygame, self._fps = pygame, fps
         pygame.display.init()
         pygame.display.set_caption("tag_v0")
-        self._screen = None
+        self._screen: Any = None  # the pygame window's surface, made at the first frame
         self._clock = pygame.time.Clock()
 
     @staticmethod
     def display_available() -> bool:
-        """True where pygame can open a window: a display, a non-Linux OS, or an SDL video driver chosen."""
+        """True where pygame can open a window: a display, a non-Linux OS, or an SDL video driver
+        chosen."""
         return (
             sys.platform != "linux"
             or "SDL_VIDEODRIVER" in os.environ
