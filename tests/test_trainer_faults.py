@@ -1,4 +1,5 @@
-"""Faults: interrupted or killed checkpoint writes, damaged and mismatched checkpoints, diverging runs.
+"""Faults: interrupted or killed checkpoint writes, damaged and mismatched checkpoints, diverging
+runs.
 
 No crash, no hang, no silent garbage: each fault either leaves a loadable previous checkpoint or
 stops the run with an error that names the file, the field or the quantity.

@@ -1,4 +1,5 @@
-"""Bundled run configs: ``cartpole`` and ``pendulum`` (tuned for fast CPU learning) and ``tag`` (the seed config).
+"""Bundled run configs: ``cartpole`` and ``pendulum`` (tuned for fast CPU learning) and ``tag`` (the
+seed config).
 
 Each preset is plain data in the ``RunConfig`` shape; ``preset(name)`` returns a fresh deep copy.
 """
