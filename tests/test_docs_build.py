@@ -1,6 +1,9 @@
 """The documentation site builds with warnings as errors (the CI command, into a temporary
 folder)."""
 
+import importlib
+import inspect
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +15,27 @@ pytest.importorskip("myst_parser")
 pytest.importorskip("furo")
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def public_members() -> list[str]:
+    """``module.name`` of every public class and function the package defines (not re-exports),
+    in every module but the ``__main__`` entry points and those whose optional extra is missing."""
+    import gpu_envs
+
+    names = []
+    for info in pkgutil.walk_packages(gpu_envs.__path__, "gpu_envs."):
+        if info.name.endswith("__main__"):
+            continue
+        try:
+            module = importlib.import_module(info.name)
+        except ImportError:  # an adapter of an optional extra that is not installed
+            continue
+        for name, member in vars(module).items():
+            defined_here = getattr(member, "__module__", None) == info.name
+            is_api = inspect.isclass(member) or inspect.isfunction(member)
+            if is_api and defined_here and not name.startswith("_"):
+                names.append(f"{info.name}.{name}")
+    return names
 
 
 def test_docs_build_without_warnings(tmp_path):
@@ -60,3 +84,5 @@ def test_docs_build_without_warnings(tmp_path):
         "gpu_envs.benchmarks.plots.collect_series",
     ):
         assert f'id="{name}"' in api, f"{name} missing from the API reference"
+    missing = [name for name in public_members() if f'id="{name}"' not in api]
+    assert not missing, f"public members missing from docs/api.md: {missing}"

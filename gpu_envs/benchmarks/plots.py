@@ -160,6 +160,7 @@ def plot(
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Command line: plot the JSON record of a ``gpu-envs bench`` run."""
     parser = argparse.ArgumentParser(
         prog="python -m gpu_envs.benchmarks.plots", description=__doc__.splitlines()[0]
     )

@@ -35,6 +35,7 @@ NUM_ENVS = 8
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``gpu-envs bench sb3-ppo``."""
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
     parser.add_argument("--timesteps", type=int, default=100_000)
     parser.add_argument(
@@ -50,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def linear_schedule(start: float):
+    """SB3's linear schedule: ``start`` scaled by the remaining progress (1 to 0)."""
     return lambda progress_remaining: progress_remaining * start
 
 
@@ -135,7 +137,7 @@ def warm_up(device: str) -> dict:
 def time_vec_steps(impl: str, device: str, calls: int, repeats: int = 3) -> float:
     """Median microseconds per ``VecEnv.step`` of 8 envs with random actions over ``repeats`` of
     ``calls`` steps (the env side alone: ours through ``VecMonitor(SB3VecEnv)``, gymnasium's
-    through ``DummyVecEnv`` of ``Monitor``s)."""
+    through a ``DummyVecEnv`` of ``Monitor`` envs)."""
     import numpy as np
 
     env, eval_env = _envs(impl, 0, device)
@@ -175,6 +177,7 @@ def summarize(runs: list[dict]) -> dict:
 
 
 def markdown(runs: list[dict], summary: dict) -> str:
+    """The runs and their summary as a Markdown table."""
     lines = [
         "| env | seed | learn wall s | steps/s (wall) | steps/s (CPU time) | eval mean ± std | "
         "background CPU before | load avg |",
@@ -206,6 +209,7 @@ def markdown(runs: list[dict], summary: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Entry point of ``gpu-envs bench sb3-ppo``: the runs, their table and the JSON record."""
     import torch
 
     torch.set_num_threads(args.threads)
@@ -245,6 +249,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv=None) -> int:
+    """Command line: ``python -m gpu_envs.benchmarks.sb3_ppo``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_arguments(parser)
     return run(parser.parse_args(argv))

@@ -6,6 +6,7 @@ tagged; default NEXT_STEP autoreset, actions validated) stepped with pre-drawn r
 
 Peers, measured in the same run when importable (the optional ``bench`` extra), on the nearest
 equivalent workload (configured as in the project's peer harness):
+
 - ``vmas``: VMAS ``simple_tag``, 5 adversaries + 100 good agents, no landmarks, ``bound=10``
   (a 20 x 20 arena), continuous actions, full observation, collisions simulated.
 - ``mpe2``: PettingZoo/MPE2 ``simple_tag_v3.parallel_env`` (5 + 100, no obstacles,
@@ -88,6 +89,7 @@ def make_ours(
 
 # ------------------------------------------------------------------------------------ peers
 def make_vmas(num_envs: int, seed: int) -> Runner:
+    """A :class:`Runner` of VMAS ``simple_tag`` with ``num_envs`` vectorised games."""
     import vmas
 
     env = vmas.make_env(
@@ -118,6 +120,7 @@ def make_vmas(num_envs: int, seed: int) -> Runner:
 
 
 def make_mpe2(num_envs: int, seed: int) -> Runner:
+    """A :class:`Runner` of one PettingZoo/MPE2 ``simple_tag_v3`` game."""
     if num_envs != 1:
         raise ValueError("PettingZoo/MPE2 is a single-game API: num_envs must be 1")
     from mpe2 import simple_tag_v3
@@ -153,6 +156,7 @@ def make_mpe2(num_envs: int, seed: int) -> Runner:
 
 
 def make_jaxmarl(num_envs: int, seed: int) -> Runner:
+    """A :class:`Runner` of JaxMARL ``MPE_simple_tag_v3``: ``jit(vmap(step))`` over ``num_envs``."""
     import jax
     import jaxmarl
 
@@ -200,6 +204,7 @@ PEERS: dict[str, tuple[str, Callable[[int, int], Runner], str]] = {
 
 # ------------------------------------------------------------------------------------ runs
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``gpu-envs bench tag``."""
     parser.add_argument(
         "--num-envs",
         type=report.parse_int_list,
@@ -266,6 +271,7 @@ def _progress(record: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Entry point of ``gpu-envs bench tag``: ours and the installed peers, table and JSON."""
     seed_params = seed_config()
     records: list[dict[str, Any]] = []
 

@@ -15,6 +15,7 @@ BENCHMARKS = {
 
 
 def add_parser(subparsers) -> None:
+    """Add ``gpu-envs bench GAME``, one subcommand per benchmark module."""
     parser = subparsers.add_parser("bench", help="measure env-steps/s against the peers")
     games = parser.add_subparsers(dest="game", required=True, metavar="GAME")
     for game, module_name in BENCHMARKS.items():

@@ -220,6 +220,7 @@ def _log2_range(text: str) -> range:
 
 
 def add_parser(subparsers) -> None:
+    """Add ``gpu-envs device-check``."""
     parser = subparsers.add_parser(
         "device-check",
         help="CPU-vs-CUDA parity and CUDA throughput (needs a GPU)",

@@ -27,6 +27,7 @@ REFERENCE_RETURNS = {
 
 
 def add_parser(subparsers) -> None:
+    """Add ``gpu-envs evaluate cartpole|pendulum|tag CHECKPOINT``."""
     parser = subparsers.add_parser(
         "evaluate", help="score a trained checkpoint (greedy returns, Tag matchups)"
     )
@@ -60,6 +61,7 @@ def add_parser(subparsers) -> None:
 
 
 def run_single_agent(args: argparse.Namespace) -> int:
+    """Greedy returns of a CartPole or Pendulum checkpoint on seeded episodes."""
     from gpu_envs.trainers.evaluation import evaluate_checkpoint
 
     report = _evaluate(
@@ -77,6 +79,7 @@ def run_single_agent(args: argparse.Namespace) -> int:
 
 
 def run_tag(args: argparse.Namespace) -> int:
+    """Tag matchups of a checkpoint's teams against random teams on seeded episodes."""
     from gpu_envs.trainers.matchups import evaluate_matchups
 
     report = _evaluate(

@@ -29,6 +29,7 @@ _ENV_FLAGS = {
 
 
 def add_parser(subparsers) -> None:
+    """Add ``gpu-envs render cartpole|pendulum|tag``."""
     parser = subparsers.add_parser("render", help="write an animation of an episode (.gif or .mp4)")
     games = parser.add_subparsers(dest="game", required=True, metavar="GAME")
     for name, fps in (("cartpole", 50.0), ("pendulum", 30.0)):
@@ -133,6 +134,7 @@ def check_out(path: Path) -> None:
 
 
 def run_single_agent(args: argparse.Namespace) -> int:
+    """Write a video of one greedy CartPole or Pendulum episode of a checkpoint."""
     from gpu_envs.trainers.evaluation import load_trained_game, record_video
 
     check_out(args.out)
@@ -151,6 +153,7 @@ def run_single_agent(args: argparse.Namespace) -> int:
 
 
 def run_tag(args: argparse.Namespace) -> int:
+    """Write an animation of a Tag episode (random teams, or a checkpoint's policies)."""
     from gpu_envs.tag_rendering import render_episode
 
     check_out(args.out)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 
 def add_parser(subparsers) -> None:
+    """Add ``gpu-envs train`` with the trainer's options."""
     from gpu_envs.trainers import cli_args
 
     parser = subparsers.add_parser(
