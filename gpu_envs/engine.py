@@ -155,7 +155,8 @@ class KernelEnv:
         self.num_envs = check_positive_int(num_envs, "num_envs")
         self.device = devices.resolve_device(device)
         self.kernel_target = devices.kernel_target(device)
-        self._on_cpu = self.device.type == "cpu"
+        # The CPU kernels' step; the CUDA branch also serves the simulated device (CPU tensors).
+        self._on_cpu = self.kernel_target == "cpu"
         self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(
@@ -485,9 +486,8 @@ class KernelEnv:
                 {name: tensor.cpu() for name, tensor in self._tensors.items()}
             )
             state["_actions"] = self._actions.cpu()
-        state["device"] = (
-            "cuda" if self.kernel_target == "cuda" and self._on_cpu else str(self.device)
-        )
+        simulated = self.kernel_target == "cuda" and self.device.type == "cpu"
+        state["device"] = "cuda" if simulated else str(self.device)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
