@@ -1,0 +1,173 @@
+"""The engine orders its CUDA work on torch's current stream: every kernel launch and every
+constant copy goes to ``devices.launch_stream(device)``, the numba stream of torch's current one.
+
+Under the simulator torch has no CUDA stream, so ``launch_stream`` is replaced by a non-default
+simulator stream and the simulator's launches and copies are recorded: a reset (with options that
+copy new constants), steps and partial resets of each game must all use that stream, and the
+outputs must still be the CPU env's. A launch or copy left on the default stream (numba's ``0``, or
+any other stream object) fails the test. On a GPU, the envs run under a non-default torch stream.
+"""
+
+import numpy as np
+import pytest
+import test_faces_cudasim as faces
+import torch
+from gymnasium.vector import AutoresetMode
+
+from gpu_envs import devices
+from gpu_envs.cartpole import CartPoleVectorEnv
+from gpu_envs.pendulum import PendulumVectorEnv
+from gpu_envs.tag import TagVectorEnv
+
+pytestmark = pytest.mark.cudasim
+assert_same = faces.assert_same  # the fixture
+simulator_only = pytest.mark.skipif(
+    not devices.simulated_cuda(), reason="records the simulator's launches"
+)
+
+#: game -> (make(device), reset options that change the constants the kernels read).
+GAMES = {
+    "cartpole": (
+        lambda device: CartPoleVectorEnv(
+            4, device, dtype=torch.float32, max_episode_steps=3, autoreset_mode="disabled"
+        ),
+        {"low": -0.1, "high": 0.1},
+    ),
+    "pendulum": (
+        lambda device: PendulumVectorEnv(
+            3, device, dtype=torch.float64, max_episode_steps=3, autoreset_mode="same_step"
+        ),
+        {"x_init": 3.0, "y_init": 1.0},
+    ),
+    # "fixed" draws the shared start state at the seeded reset and copies it as a constant.
+    "tag": (lambda device: TagVectorEnv(2, device, reset_mode="fixed", **faces.TAG), {}),
+}
+STEPS = 5
+
+
+def play(env, options: dict) -> list:
+    """A seeded reset with ``options``, then steps; in DISABLED mode finished envs are reset by
+    mask after each step. Returns every output."""
+    outputs = [env.reset(seed=5, options=options)]
+    rng = np.random.default_rng(0)
+    batch = (env.num_envs, env.num_agents) if isinstance(env, TagVectorEnv) else (env.num_envs,)
+    for _ in range(STEPS):
+        actions = faces.sample_actions(rng, env.single_action_space, batch)
+        outputs.append(env.step(torch.from_numpy(actions)))
+        ended = env.state_snapshot()["needs_reset"]
+        if env.autoreset_mode == AutoresetMode.DISABLED and bool(ended.any()):
+            outputs.append(env.reset(options={"reset_mask": ended}))
+    return outputs
+
+
+@pytest.fixture
+def stream_log(monkeypatch):
+    """Records ``(what, stream)`` for each simulated kernel launch, host-device copy and
+    synchronisation. The copies the simulator makes itself while it runs a kernel (the write-back
+    of a NumPy array passed as an argument, a device view on a GPU) are not the engine's and are
+    left out."""
+    from numba import cuda
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+    log: list[tuple[str, object]] = []
+    configure = FakeCUDAKernel.__getitem__
+
+    def launch(kernel, configuration):
+        stream = configuration[2] if len(configuration) > 2 else 0
+        log.append((f"launch {kernel.fn.__name__}", stream))
+        return configure(kernel, configuration)
+
+    run, running = FakeCUDAKernel.__call__, []
+
+    def run_kernel(kernel, *args):
+        running.append(kernel)
+        try:
+            return run(kernel, *args)
+        finally:
+            running.pop()
+
+    to_device = cuda.to_device
+
+    def copy(array, stream=0, copy=True, to=None):
+        log.append(("to_device", stream))
+        return to_device(array, stream=stream, copy=copy, to=to)
+
+    def recorded(name, method):
+        def call(self, ary=None, stream=0):
+            if not running:
+                log.append((name, stream))
+            return method(self, ary, stream=stream)
+
+        return call
+
+    monkeypatch.setattr(FakeCUDAKernel, "__getitem__", launch)
+    monkeypatch.setattr(FakeCUDAKernel, "__call__", run_kernel)
+    monkeypatch.setattr(cuda, "to_device", copy)
+    for name in ("copy_to_host", "copy_to_device"):
+        monkeypatch.setattr(FakeCUDAArray, name, recorded(name, getattr(FakeCUDAArray, name)))
+    monkeypatch.setattr(cuda, "synchronize", lambda: log.append(("synchronize", None)))
+    return log
+
+
+def off_stream(log: list, stream) -> list[str]:
+    """The recorded operations that did not go to ``stream``."""
+    return [what for what, used in log if used is not stream]
+
+
+@simulator_only
+@pytest.mark.parametrize("game", list(GAMES))
+def test_launches_and_copies_go_to_the_launch_stream(
+    game, monkeypatch, stream_log, assert_same, assert_envs_match
+):
+    from numba import cuda
+
+    make, options = GAMES[game]
+    cpu = make("cpu")
+    expected = play(cpu, options)
+    stream = cuda.stream()
+    monkeypatch.setattr(devices, "launch_stream", lambda device: stream)
+    sim = make("cuda")
+    assert_same(expected, play(sim, options), "outputs")
+    assert_envs_match(cpu, sim, "the end")
+    assert not off_stream(stream_log, stream), f"not on the launch stream: {stream_log}"
+    done = [what for what, _ in stream_log]
+    assert sum(what.endswith("_step_kernel") for what in done) == STEPS
+    assert any(what.endswith("_reset_kernel") for what in done)
+    # The constants at construction and again after the reset's options (or fixed start).
+    assert done.count("to_device") >= 2 * len(cpu.constants())
+
+
+@simulator_only
+def test_a_reset_on_the_default_stream_is_caught(monkeypatch, stream_log):
+    """The check above can fail: with the reset kernels launched on the default stream (as an
+    engine that forgot the stream would), exactly those launches are reported."""
+    from numba import cuda
+
+    from gpu_envs.kernels.cuda import CUDADriver
+
+    stream, reset = cuda.stream(), CUDADriver.reset
+    monkeypatch.setattr(devices, "launch_stream", lambda device: stream)
+    monkeypatch.setattr(
+        CUDADriver,
+        "reset",
+        lambda driver, num_envs, mask, args, num_agents=1, stream=0: reset(
+            driver, num_envs, mask, args, num_agents
+        ),
+    )
+    make, options = GAMES["cartpole"]
+    play(make("cuda"), options)
+    off = off_stream(stream_log, stream)
+    assert off and all(what.endswith("_reset_kernel") for what in off)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("game", list(GAMES))
+def test_on_a_gpu_the_envs_follow_a_non_default_torch_stream(game, assert_same):
+    make, options = GAMES[game]
+    expected = play(make("cpu"), options)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        actual = play(make("cuda"), options)
+    side.synchronize()
+    assert_same(expected, actual, "outputs")
