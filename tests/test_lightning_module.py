@@ -6,6 +6,8 @@ import torch
 
 import gpu_envs
 from gpu_envs.trainers.config import ConfigError, RunConfig, apply_overrides
+from gpu_envs.trainers.games import TagGame
+from gpu_envs.trainers.learner import NonFiniteError
 from gpu_envs.trainers.lightning_module import (
     EnvResetCallback,
     PerfStatsCallback,
@@ -197,11 +199,26 @@ def test_a_frozen_policy_keeps_its_weights_while_the_other_learns_through_its_co
         for k, v in _params(module.policies["tagger"]).items()
     )
     assert torch.isnan(trainer.callback_metrics["runner/Total loss"])
-    assert {group.tag: group.loss_fn is not None for group in module.groups} == {
-        "tagger": True,
-        "runner": False,
+    assert {group.tag: group.step and group.step.kind for group in module.groups} == {
+        "tagger": "compiled loss",
+        "runner": None,
     }
     module.close()
+
+
+def test_the_env_is_seen_through_the_trainers_tag_game():
+    run_config = _run_config()
+    env = _env(run_config)
+    module = TagLightningModule(env=env, config=run_config)
+    assert type(module.game) is TagGame and module.game.env is env
+    assert not env.validate_actions  # the trainer samples valid actions itself
+    with pytest.raises(ValueError, match="autoreset_mode='next_step'"):
+        TagLightningModule(
+            env=gpu_envs.TagEnv(
+                num_envs=2, device="cpu", autoreset_mode="same_step", **run_config["env"]
+            ),
+            config=run_config,
+        )
 
 
 def test_a_fractional_max_epochs_is_refused_by_name():
@@ -219,3 +236,32 @@ def test_a_fractional_max_epochs_is_refused_by_name():
     )
     with pytest.raises(ValueError, match="max_epochs=1.5 is not a whole number"):
         trainer.fit(module)
+
+
+def test_a_diverging_policy_stops_the_run_as_in_the_fabric_trainer():
+    run_config = _run_config()
+    module = TagLightningModule(env=_env(run_config), config=run_config, verbose=False)
+    collect = module.collector.collect
+
+    def collect_a_nan_reward():
+        buffers = collect()
+        buffers["runner"].rewards[0, 0, 0] = float("nan")
+        return buffers
+
+    module.collector.collect = collect_a_nan_reward
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        callbacks=[EnvResetCallback()],
+        max_epochs=2,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    with pytest.raises(
+        NonFiniteError,
+        match="diverged at iteration 1: policy 'runner' (total_loss|grad_norm) is nan",
+    ):
+        trainer.fit(module)
+    module.close()

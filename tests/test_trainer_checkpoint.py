@@ -1,4 +1,5 @@
-"""Checkpoints: atomic round trip, clear errors for corrupt or mismatched files, weights-only loading."""
+"""Checkpoints: atomic round trip, clear errors for corrupt or mismatched files, weights-only
+loading."""
 
 import pytest
 import torch

@@ -87,7 +87,7 @@ def _main(out: Path) -> None:
             "weights": trainer.groups[0].module.state_dict(),
             "initial": initial,
             "first_obs": first_obs,
-            "compiled": trainer.groups[0].loss_fn is not None,
+            "compiled": trainer.groups[0].step.kind == "compiled loss",
             "episodes": int(trainer.episodes),
             "obs": trainer.collector.buffers["agent"].obs.clone(),
         },

@@ -1,5 +1,5 @@
-"""Experiment folders: claimed atomically (one run per folder, even at the same second), and freed of
-the temporary files a killed checkpoint write leaves behind."""
+"""Experiment folders: claimed atomically (one run per folder, even at the same second), and freed
+of the temporary files a killed checkpoint write leaves behind."""
 
 import threading
 from datetime import datetime

@@ -10,7 +10,7 @@ from torch.distributions import Normal
 from gpu_envs.trainers.checkpoint import load_checkpoint
 from gpu_envs.trainers.config import ModelConfig, PolicyConfig, RunConfig, apply_overrides
 from gpu_envs.trainers.evaluation import Evaluator
-from gpu_envs.trainers.games import PendulumGame, make_game
+from gpu_envs.trainers.games import make_game
 from gpu_envs.trainers.policy import (
     ActorCritic,
     ContinuousActions,
@@ -87,7 +87,7 @@ def test_numba_gaussian_draws_depend_on_seed_and_counter_only():
 
 
 def test_pendulum_game_clips_torques_to_the_action_space_before_the_env():
-    game = PendulumGame(3, CPU, {})
+    game = make_game("pendulum", 3, CPU, {})
     seen = []
     env_step = game.env.step
     game.env.step = lambda torques: seen.append(torques.clone()) or env_step(torques)

@@ -7,8 +7,8 @@ import torch
 
 from gpu_envs.trainers import ppo
 from gpu_envs.trainers.config import ModelConfig, PolicyConfig
-from gpu_envs.trainers.games import CartPoleGame
-from gpu_envs.trainers.learner import clip_gradients, update
+from gpu_envs.trainers.games import make_game
+from gpu_envs.trainers.learner import clip_gradients, make_step
 from gpu_envs.trainers.policy import ActorCritic, log_prob_entropy
 from gpu_envs.trainers.rollout import Collector, PolicyGroup
 from gpu_envs.trainers.sampling import NumbaSampler, TorchSampler
@@ -198,7 +198,9 @@ def test_samplers_follow_the_probabilities(kind):
 
 def _cartpole_collector(max_episode_steps, steps, envs=4):
     torch.manual_seed(0)
-    game = CartPoleGame(envs, torch.device("cpu"), {"max_episode_steps": max_episode_steps})
+    game = make_game(
+        "cartpole", envs, torch.device("cpu"), {"max_episode_steps": max_episode_steps}
+    )
     cfg = PolicyConfig(update_epochs=2, num_minibatches=2, model=ModelConfig(fc_dims=[8]))
     module = ActorCritic(4, (2,), cfg.model)
     group = PolicyGroup(
@@ -250,10 +252,9 @@ def test_first_minibatch_ratio_is_one_and_update_changes_weights():
     buf = collector.collect()["agent"]
     before = [p.detach().clone() for p in group.module.parameters()]
 
-    class NoFabric:
-        backward = staticmethod(lambda loss: loss.backward())
-
-    stats = update(NoFabric, group, buf, (2,))
+    group.step = make_step(group, torch.Tensor.backward, (2,))
+    assert group.step.kind == "eager"
+    stats = ppo.update(group, buf)
     assert stats["first_ratio_deviation"].item() < 1e-6
     assert stats["approx_kl"].item() > 0.0  # later minibatches see the updated weights
     assert any(not torch.equal(a, b) for a, b in zip(before, group.module.parameters()))

@@ -109,7 +109,8 @@ def remove_temporary_files(folder: str | Path) -> list[Path]:
 
 
 def _torch_load(path: Path):
-    """``torch.load(weights_only=True)``; a ``CheckpointError`` saying why when the file is unusable."""
+    """``torch.load(weights_only=True)``; a ``CheckpointError`` saying why when the file is
+    unusable."""
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:  # weights_only refused a pickled object
@@ -126,7 +127,8 @@ def _torch_load(path: Path):
 
 
 def _field(state: dict, dotted: str, path: Path):
-    """``state[a][b]...`` for ``dotted`` ``"a.b..."``; a ``CheckpointError`` naming the missing field."""
+    """``state[a][b]...`` for ``dotted`` ``"a.b..."``; a ``CheckpointError`` naming the missing
+    field."""
     node = state
     for key in dotted.split("."):
         if not isinstance(node, Mapping) or key not in node:
@@ -139,7 +141,8 @@ def _field(state: dict, dotted: str, path: Path):
 
 
 def load_checkpoint(path: str | Path) -> dict:
-    """Read a checkpoint written by ``save_checkpoint`` (tensors on the CPU), checking its fields."""
+    """Read a checkpoint written by ``save_checkpoint`` (tensors on the CPU), checking its
+    fields."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
@@ -171,7 +174,7 @@ def iteration_path(folder: str | Path, iteration: int) -> Path:
 
 
 def iteration_checkpoints(folder: str | Path) -> list[Path]:
-    """The ``iteration_<N>.pth.tar`` files of ``folder``, largest N first (empty if there is none)."""
+    """The ``iteration_<N>.pth.tar`` files of ``folder``, largest N first (empty if none)."""
     folder = Path(folder)
     if not folder.is_dir():
         return []
@@ -180,7 +183,8 @@ def iteration_checkpoints(folder: str | Path) -> list[Path]:
 
 
 def latest_readable_checkpoint(folder: str | Path) -> Path | None:
-    """The newest ``iteration_<N>.pth.tar`` of ``folder`` that ``load_checkpoint`` accepts (None if none).
+    """The newest ``iteration_<N>.pth.tar`` of ``folder`` that ``load_checkpoint`` accepts (None
+    if none).
 
     Each newer file it skips (damaged, incomplete) is named in a warning with the reason.
     """
@@ -202,9 +206,9 @@ def check_compatible(
     modules: dict[str, torch.nn.Module],
     models: dict[str, ModelConfig],
 ) -> None:
-    """Raise ``CheckpointError`` unless ``state`` (from ``load_checkpoint``) holds the same policies and
-    networks: observation size, action heads, each policy's ``NETWORK_FIELDS`` (``models``, the run's
-    model configs) and parameter shapes (``modules``)."""
+    """Raise ``CheckpointError`` unless ``state`` (from ``load_checkpoint``) holds the same
+    policies and networks: observation size, action heads, each policy's ``NETWORK_FIELDS``
+    (``models``, the run's model configs) and parameter shapes (``modules``)."""
     spaces = state["spaces"]
     if spaces["obs_dim"] != obs_dim or list(spaces["action_nvec"]) != list(action_nvec):
         raise CheckpointError(

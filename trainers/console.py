@@ -1,4 +1,5 @@
-"""Console output in the original framework's format: a block per policy, a speed block, a progress bar.
+"""Console output in the original framework's format: a block per policy, a speed block, a
+progress bar.
 
 ``policy_block`` and ``speed_block`` return the ``name : value`` lines (40-character names) that
 the original printed every ``metrics_log_freq`` iterations; the same dicts go to results.json.
@@ -8,19 +9,19 @@ from __future__ import annotations
 
 import sys
 
+from gpu_envs.trainers.metrics import IterationRecord, episode_summary
+from gpu_envs.trainers.rollout import PolicyGroup
+
 RULE = "=" * 40
 
 
 def policy_block(
-    tag: str,
-    cfg,
-    last: dict[str, float],
-    episodes: dict[str, float],
-    heads: int,
-    num_agents: int,
-    env_step: int,
+    group: PolicyGroup, records: list[IterationRecord], heads: int
 ) -> dict[str, float]:
-    """The per-policy metrics of the latest iteration, by the original's names."""
+    """``group``'s metrics by the original's names: the learner statistics of the last record, the
+    episodes of all ``records``."""
+    cfg, last = group.config, records[-1].policies[group.tag]
+    episodes = episode_summary(records, group.tag)
     values = {
         "VF loss coefficient": cfg.vf_loss_coeff,
         "Entropy coefficient": cfg.entropy_coeff,
@@ -42,13 +43,13 @@ def policy_block(
             values[f"Std. of action_{h} over {axis}"] = last[f"action_{h}_std_{axis}"]
     values.update(
         {
-            "Current timestep": float(env_step),
+            "Current timestep": float(records[-1].env_step),
             "Gradient norm": last["grad_norm"],
             "Learning rate": last["cur_lr"],
             "Approx. KL": last["approx_kl"],
             "Clip fraction": last["clip_fraction"],
             "Mean episodic reward": episodes["reward_mean"],
-            "Mean episodic reward per agent": episodes["reward_mean"] / num_agents,
+            "Mean episodic reward per agent": episodes["reward_mean"] / group.num_agents,
         }
     )
     return values
@@ -78,6 +79,12 @@ def speed_block(
     }
 
 
+def format_blocks(blocks: dict[str, dict], speed: dict) -> str:
+    """Every policy's block (``blocks``: tag -> ``policy_block``), then the speed block."""
+    parts = [format_block(f"Metrics for policy '{tag}'", block) for tag, block in blocks.items()]
+    return "\n".join([*parts, format_block("Speed performance stats", speed)])
+
+
 def format_block(title: str, values: dict) -> str:
     """``title`` between rules, then ``name : value`` lines as the original printed them."""
     lines = [RULE, title, RULE]
@@ -88,7 +95,8 @@ def format_block(title: str, values: dict) -> str:
 
 
 class Progress:
-    """A rich progress bar over the iterations when stdout is a terminal; printing goes through it."""
+    """A rich progress bar over the iterations when stdout is a terminal; printing goes through
+    it."""
 
     def __init__(self, total: int, completed: int, enabled: bool):
         self._progress = None

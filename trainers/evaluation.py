@@ -38,7 +38,8 @@ def greedy_step(game, groups: list[PolicyGroup], obs: torch.Tensor, actions: tor
 
 
 class Evaluator:
-    """Runs ``game.num_envs`` greedy episodes (one per env) and reports each policy's team returns."""
+    """Runs ``game.num_envs`` greedy episodes (one per env) and reports each policy's team
+    returns."""
 
     def __init__(self, game, groups: list[PolicyGroup], seed: int):
         self.game, self.groups = game, groups
@@ -56,7 +57,8 @@ class Evaluator:
         self.evaluations = 0
 
     def run(self) -> dict:
-        """``{"returns": {tag: [episodes] tensor}, "lengths": tensor, "envsteps": int, "seconds": float}``."""
+        """``{"returns": {tag: [episodes] tensor}, "lengths": tensor, "envsteps": int,
+        "seconds": float}``."""
         start = time.perf_counter()
         seed = self.seed + self.evaluations * self.game.num_envs
         self.evaluations += 1
@@ -93,8 +95,9 @@ def load_trained_game(
     game: str | None = None,
     render_mode: str | None = None,
 ):
-    """``(env, groups)``: ``num_envs`` envs of a trainer checkpoint's game (its run's env parameters,
-    on ``device``) and its trained policies (one ``PolicyGroup`` each) on their agents, in eval mode.
+    """``(env, groups)``: ``num_envs`` envs of a trainer checkpoint's game (its run's env
+    parameters, on ``device``) and its trained policies (one ``PolicyGroup`` each) on their agents,
+    in eval mode.
 
     ``game`` ("cartpole", "tag"): the game the checkpoint must be of. Raises ``CheckpointError``
     when the file is missing, damaged, of another game, or its networks do not fit its config.
@@ -130,7 +133,8 @@ def load_trained_game(
 
 @dataclass(frozen=True)
 class ReturnReport:
-    """Greedy episode returns of every policy of a checkpoint (episode ``i`` from seed ``seed + i``)."""
+    """Greedy episode returns of every policy of a checkpoint (episode ``i`` from seed
+    ``seed + i``)."""
 
     checkpoint: str
     seed: int
@@ -169,7 +173,8 @@ def evaluate_checkpoint(
     device: str | torch.device = "cpu",
     game: str | None = None,
 ) -> ReturnReport:
-    """Greedy returns of ``episodes`` episodes (one per env, env ``i`` seeded ``seed + i``) of a checkpoint."""
+    """Greedy returns of ``episodes`` episodes (one per env, env ``i`` seeded ``seed + i``) of a
+    checkpoint."""
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     env, groups = load_trained_game(path, episodes, device, game=game)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from gpu_envs.trainers.checkpoint import remove_temporary_files
 from gpu_envs.trainers.config import RunConfig, dump_yaml
+from gpu_envs.trainers.metrics import IterationRecord, episode_summary, learner_summary
 
 
 def experiment_root(config: RunConfig) -> Path:
@@ -66,6 +67,14 @@ class TextLog:
 
     def close(self) -> None:
         self._file.close()
+
+
+def _prefixed(tag: str, values: dict) -> dict:
+    return {f"{tag}/{name}": value for name, value in values.items()}
+
+
+def _per(count: float, seconds: float) -> float:
+    return count / seconds if seconds else float("nan")
 
 
 def _fmt(value) -> str:
@@ -141,24 +150,90 @@ class Experiment:
         for axis, step in (("iter", iteration), ("step", env_step)):
             self.tensorboard.log_metrics({f"{group}_{axis}/{k}": v for k, v in kept.items()}, step)
 
-    def learner_table(self, iteration: int, tag: str, values: dict[str, float]) -> None:
-        self.learner.info(
-            f"=== Training Iteration {iteration} Result (policy '{tag}') ===\n{grid_table(values)}"
+    def log_window(
+        self,
+        records: list[IterationRecord],
+        blocks: dict[str, dict],
+        speed: dict,
+        env_steps: int,
+        collect_seconds: float,
+        total_episodes: int,
+        train_seconds: float,
+    ) -> None:
+        """A log window (``records``, reduced over the ranks; ``env_steps`` taken in it) as
+        LightZero writes it: per policy the learner and collector tables and their scalars, then
+        the speed scalars, and the console's ``blocks`` and ``speed`` as one line of
+        results.json."""
+        last = records[-1]
+        iteration, env_step = last.iteration, last.env_step
+        for tag in last.policies:
+            averages = learner_summary(records, tag)
+            self.learner.info(
+                f"=== Training Iteration {iteration} Result (policy '{tag}') ===\n"
+                f"{grid_table(averages)}"
+            )
+            self.scalars("learner", iteration, env_step, _prefixed(tag, averages))
+            episodes = episode_summary(records, tag)
+            collector = {
+                "episode_count": episodes["episode_count"],
+                "envstep_count": env_steps,
+                "avg_envstep_per_episode": episodes["avg_envstep_per_episode"],
+                "avg_envstep_per_sec": _per(env_steps, collect_seconds),
+                "avg_episode_per_sec": _per(episodes["episode_count"], collect_seconds),
+                "collect_time": collect_seconds,
+                "reward_mean": episodes["reward_mean"],
+                "reward_std": episodes["reward_std"],
+                "reward_max": episodes["reward_max"],
+                "reward_min": episodes["reward_min"],
+                "total_envstep_count": env_step,
+                "total_episode_count": total_episodes,
+                "total_duration": train_seconds,
+            }
+            lines = "\n".join(f"{k}: {_fmt(v)}" for k, v in collector.items())
+            self.collector.info(
+                f"[RANK0]: collect end (iteration {iteration}, policy '{tag}'):\n{lines}"
+            )
+            self.scalars("collector", iteration, env_step, _prefixed(tag, collector))
+        self.scalars(
+            "speed", iteration, env_step, {k: v for k, v in speed.items() if k != "Iteration"}
         )
+        self._results({"Iterations Completed": iteration, **blocks, "Perf. Stats": speed})
 
-    def collector_table(self, iteration: int, tag: str, values: dict[str, float]) -> None:
-        lines = "\n".join(f"{k}: {_fmt(v)}" for k, v in values.items())
-        self.collector.info(
-            f"[RANK0]: collect end (iteration {iteration}, policy '{tag}'):\n{lines}"
-        )
+    def log_evaluation(
+        self,
+        iteration: int,
+        env_step: int,
+        result: dict,
+        means: dict[str, float],
+        train_seconds: float,
+    ) -> None:
+        """An evaluation (``Evaluator.run``'s ``result``, each policy's mean return over the
+        ranks in ``means``): a table and its scalars per policy."""
+        seconds, envsteps = result["seconds"], result["envsteps"]
+        for tag, returns in result["returns"].items():
+            values = {
+                "train_iter": iteration,
+                "ckpt_name": f"iteration_{iteration}.pth.tar",
+                "episode_count": returns.numel(),
+                "envstep_count": envsteps,
+                "evaluate_time": seconds,
+                "avg_envstep_per_episode": envsteps / returns.numel(),
+                "avg_envstep_per_sec": envsteps / seconds,
+                "avg_time_per_episode": seconds / returns.numel(),
+                "reward_mean": means[tag],
+                "reward_std": float(returns.std(unbiased=False)),
+                "reward_max": float(returns.max()),
+                "reward_min": float(returns.min()),
+                "train_time_s": train_seconds,
+            }
+            self.evaluator.info(
+                f"[EVALUATOR] evaluation at iteration {iteration} (policy '{tag}'):\n"
+                f"{grid_table(values)}"
+            )
+            values.pop("ckpt_name")
+            self.scalars("evaluator", iteration, env_step, _prefixed(tag, values))
 
-    def evaluator_table(self, iteration: int, tag: str, values: dict) -> None:
-        self.evaluator.info(
-            f"[EVALUATOR] evaluation at iteration {iteration} (policy '{tag}'):\n"
-            f"{grid_table(values)}"
-        )
-
-    def results(self, record: dict) -> None:
+    def _results(self, record: dict) -> None:
         with open(self.root / "results.json", "a", encoding="utf8") as handle:
             json.dump(record, handle)
             handle.write("\n")

@@ -1,4 +1,5 @@
-"""``trainer.compile`` on one process: a whole gradient step (loss, gradient, clipping, Adam) as one graph.
+"""``trainer.compile`` on one process: a whole gradient step (loss, gradient, clipping, Adam) as
+one graph.
 
 On a CPU a small network's gradient step is made of a hundred tiny torch calls, each costing
 microseconds of dispatch whatever its size. Here the minibatch loss, its gradient
@@ -6,12 +7,12 @@ microseconds of dispatch whatever its size. Here the minibatch loss, its gradien
 ``torch.compile`` into one graph, which updates the network's parameters and the
 ``torch.optim.Adam``'s own state tensors (``step``, ``exp_avg``, ``exp_avg_sq``) in place. The
 optimizer's ``state_dict`` therefore stays what torch's Adam writes: checkpoints and resumes do not
-know which path trained. The update is torch's own functional Adam (``torch.optim.adam.adam``; no
+know which step trained. The update is torch's own functional Adam (``torch.optim.adam.adam``; no
 weight decay, no AMSGrad) and the norm torch's ``get_total_norm``, clipped as
 ``torch.nn.utils.clip_grad_norm_`` clips; results agree with the eager step to rounding.
 
 Under DDP the gradients are averaged by DDP's backward hooks, which a functional gradient bypasses:
-distributed runs compile the loss alone (``learner.compile_loss``).
+distributed runs compile the loss alone (``learner.make_step``).
 """
 
 from __future__ import annotations
@@ -22,11 +23,14 @@ import torch
 from torch.func import functional_call, grad
 from torch.optim.adam import adam
 
+from gpu_envs.trainers.ppo import max_grad_norm
+
 LossFn = Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 
 
 def supports(optimizer: torch.optim.Optimizer) -> bool:
-    """Whether ``optimizer`` is a plain Adam this step reproduces (one group, no decay, no AMSGrad)."""
+    """Whether ``optimizer`` is a plain Adam this step reproduces (one parameter group, no weight
+    decay, no AMSGrad)."""
     if type(optimizer) is not torch.optim.Adam or len(optimizer.param_groups) != 1:
         return False
     group = optimizer.param_groups[0]
@@ -36,13 +40,23 @@ def supports(optimizer: torch.optim.Optimizer) -> bool:
 
 
 class FusedAdamStep:
-    """One compiled gradient step of ``module`` with ``optimizer``'s Adam; call it once per minibatch.
+    """One compiled gradient step of ``module`` with ``optimizer``'s Adam; call it once per
+    minibatch.
 
     ``loss_fn(model, minibatch, nvec, cfg) -> (loss, statistics, log_ratio)`` is the minibatch
-    loss (``learner.minibatch_loss``); the call returns ``(statistics, grad_norm, log_ratio)``.
+    loss (``ppo.minibatch_loss``); the call returns ``(statistics, grad_norm, log_ratio)``.
     """
 
-    def __init__(self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: LossFn):
+    kind = "fused"
+
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        loss_fn: LossFn,
+        nvec,
+        cfg,
+    ):
         if not supports(optimizer):
             raise ValueError(
                 "FusedAdamStep needs a torch.optim.Adam with one parameter group, "
@@ -50,7 +64,7 @@ class FusedAdamStep:
             )
         self._module = module
         self._optimizer = optimizer
-        self._loss_fn = loss_fn
+        self._loss_fn, self._nvec, self._cfg = loss_fn, nvec, cfg
         named = [(name, p) for name, p in module.named_parameters() if p.requires_grad]
         self._parameters = [p for _, p in named]
         # Detached views share the parameters' storage: the step writes the weights in place, and
@@ -59,33 +73,22 @@ class FusedAdamStep:
         self._compiled = torch.compile(_adam_step)
 
     def __call__(
-        self, minibatch: dict[str, torch.Tensor], nvec, cfg, max_norm: float
+        self, minibatch: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Train on ``minibatch``: returns ``(statistics, grad_norm, log_ratio)`` (see the loss function)."""
-        return self._run(
-            self._weights,
-            [self._state(p) for p in self._parameters],
-            minibatch,
-            nvec,
-            cfg,
-            max_norm,
-        )
+        """Train on ``minibatch``: returns ``(statistics, grad_norm, log_ratio)``."""
+        return self._run(self._weights, [self._state(p) for p in self._parameters], minibatch)
 
-    def compile_for(self, minibatch: dict[str, torch.Tensor], nvec, cfg, max_norm: float) -> None:
-        """Compile the step for ``minibatch``'s shapes on copies: the weights and the optimizer do not move."""
+    def compile_for(self, minibatch: dict[str, torch.Tensor]) -> None:
+        """Compile the step for ``minibatch``'s shapes on copies: the weights and the optimizer
+        do not move."""
         weights = {name: weight.clone() for name, weight in self._weights.items()}
-        self._run(
-            weights, [_new_adam_state(p) for p in self._parameters], minibatch, nvec, cfg, max_norm
-        )
+        self._run(weights, [_new_adam_state(p) for p in self._parameters], minibatch)
 
     def _run(
         self,
         weights: dict[str, torch.Tensor],
         states: list[dict[str, torch.Tensor]],
-        minibatch,
-        nvec,
-        cfg,
-        max_norm: float,
+        minibatch: dict[str, torch.Tensor],
     ):
         group = self._optimizer.param_groups[0]
         return self._compiled(
@@ -97,15 +100,15 @@ class FusedAdamStep:
             [s["step"] for s in states],
             torch.tensor(group["lr"]),
             minibatch,
-            nvec,
-            cfg,
-            float(max_norm),
+            self._nvec,
+            self._cfg,
+            max_grad_norm(self._cfg),
             group["betas"],
             group["eps"],
         )
 
     def _state(self, parameter: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The optimizer's state of ``parameter``, created on first use as torch's Adam creates it."""
+        """The optimizer's state of ``parameter``, created on first use as torch's Adam does."""
         state = self._optimizer.state[parameter]
         if not state:
             state.update(_new_adam_state(parameter))
@@ -136,7 +139,8 @@ def _adam_step(
     betas,
     eps,
 ):
-    """The traced step: gradient of the loss, clip to ``max_norm``, torch's Adam update, all in place."""
+    """The traced step: gradient of the loss, clipping to ``max_norm``, torch's Adam update, in
+    place."""
 
     def loss_of(params):
         loss, statistics, log_ratio = loss_fn(

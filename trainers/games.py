@@ -5,30 +5,57 @@ actions [E, N, H], rewards [E, N], per-env ``terminated`` and ``truncated`` [E],
 [E, N] (agents still in the game). Actions are MultiDiscrete (``action_nvec`` of ints, int64
 actions) or Box (``action_nvec`` a ``ContinuousActions``, float32 actions). CartPole is the case
 N = 1, H = 1; Pendulum is N = 1 with one continuous action dim, clipped here to the env's bounds.
-The envs run with NEXT_STEP autoreset and without action validation (the trainer samples valid
-actions on the device).
+
+A game wraps an env built with NEXT_STEP autoreset (the rollout's bootstrap relies on it) and
+turns the env's action validation off: the trainer samples valid actions on the device.
+``make_game`` builds the env of a config's game; ``TagGame(env)`` also wraps one built by the
+caller (Lightning's flow).
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import torch
+from gymnasium.vector import AutoresetMode
 
 from gpu_envs.trainers.config import ConfigError, game_of
 from gpu_envs.trainers.policy import ContinuousActions
 
 
-class _OneAgentGame:
-    """A gymnasium vector env seen as one agent per env (``self.env``, set by the subclass)."""
+class _Game:
+    """What every game does with its env: NEXT_STEP autoreset, no action validation, rendering."""
+
+    def __init__(self, env):
+        if env.autoreset_mode != AutoresetMode.NEXT_STEP:
+            raise ValueError(
+                "env: the trainer needs autoreset_mode='next_step', "
+                f"got {env.autoreset_mode.value!r}"
+            )
+        env.validate_actions = False
+        self.env = env
+        self.num_envs = env.num_envs
+
+    def render(self):
+        return self.env.render()[0]
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class _OneAgentGame(_Game):
+    """A gymnasium vector env seen as one agent per env."""
 
     title = ""
+    default_episode_length = 0
 
-    def _init_agents(self, num_envs: int, device: torch.device, episode_length: int) -> None:
-        self.num_envs, self.num_agents = num_envs, 1
-        self.obs_dim = self.env.single_observation_space.shape[0]
-        self.episode_length = self.env.max_episode_steps or episode_length
-        self.active = torch.ones((num_envs, 1), dtype=torch.bool, device=device)
+    def __init__(self, env):
+        super().__init__(env)
+        self.num_agents = 1
+        self.obs_dim = env.single_observation_space.shape[0]
+        self.episode_length = env.max_episode_steps or self.default_episode_length
+        self.active = torch.ones((self.num_envs, 1), dtype=torch.bool, device=env.device)
 
     def default_agent_map(self, tags: list[str]) -> dict[str, list[int]]:
         if len(tags) != 1:
@@ -49,39 +76,15 @@ class _OneAgentGame:
         """The env's actions from the trainer's [E, 1, H]."""
         raise NotImplementedError
 
-    def render(self):
-        return self.env.render()[0]
-
-    def close(self) -> None:
-        self.env.close()
-
 
 class CartPoleGame(_OneAgentGame):
     """``gpu_envs.CartPoleVectorEnv`` seen as one agent per env."""
 
     title = "CartPole"
+    default_episode_length = 500
 
-    def __init__(
-        self,
-        num_envs: int,
-        device: torch.device,
-        env_kwargs: dict[str, Any],
-        render_mode: str | None = None,
-    ):
-        from gpu_envs.cartpole import CartPoleVectorEnv
-
-        try:
-            self.env = CartPoleVectorEnv(
-                num_envs,
-                device=device,
-                autoreset_mode="next_step",
-                validate_actions=False,
-                render_mode=render_mode,
-                **env_kwargs,
-            )
-        except TypeError as error:
-            raise ConfigError(f"env: {error}") from None
-        self._init_agents(num_envs, device, 500)
+    def __init__(self, env):
+        super().__init__(env)
         self.action_nvec = (2,)
 
     def _env_actions(self, actions: torch.Tensor) -> torch.Tensor:
@@ -96,64 +99,27 @@ class PendulumGame(_OneAgentGame):
     """
 
     title = "Pendulum"
+    default_episode_length = 200
 
-    def __init__(
-        self,
-        num_envs: int,
-        device: torch.device,
-        env_kwargs: dict[str, Any],
-        render_mode: str | None = None,
-    ):
-        from gpu_envs.pendulum import PendulumVectorEnv
-
-        try:
-            self.env = PendulumVectorEnv(
-                num_envs,
-                device=device,
-                autoreset_mode="next_step",
-                validate_actions=False,
-                render_mode=render_mode,
-                **env_kwargs,
-            )
-        except TypeError as error:
-            raise ConfigError(f"env: {error}") from None
-        self._init_agents(num_envs, device, 200)
-        space = self.env.single_action_space
+    def __init__(self, env):
+        super().__init__(env)
+        space = env.single_action_space
         self.action_nvec = ContinuousActions(space.shape[0])
-        self._low = torch.as_tensor(space.low, device=device)
-        self._high = torch.as_tensor(space.high, device=device)
+        self._low = torch.as_tensor(space.low, device=env.device)
+        self._high = torch.as_tensor(space.high, device=env.device)
 
     def _env_actions(self, actions: torch.Tensor) -> torch.Tensor:
         return torch.clamp(actions[:, 0], self._low, self._high)
 
 
-class TagGame:
+class TagGame(_Game):
     """``gpu_envs.tag.TagEnv`` (the batched multi-agent Tag) as it is."""
 
-    def __init__(
-        self,
-        num_envs: int,
-        device: torch.device,
-        env_kwargs: dict[str, Any],
-        render_mode: str | None = None,
-    ):
-        from gpu_envs.tag import TagEnv
-
-        extra = {"render_mode": render_mode} if render_mode else {}
-        try:
-            self.env = TagEnv(
-                num_envs,
-                device=device,
-                autoreset_mode="next_step",
-                validate_actions=False,
-                **env_kwargs,
-                **extra,
-            )
-        except TypeError as error:
-            raise ConfigError(f"env: {error}") from None
-        self.num_envs, self.num_agents = num_envs, self.env.num_agents
-        self.obs_dim, self.action_nvec = self.env.obs_dim, tuple(self.env.action_nvec)
-        self.episode_length = self.env.episode_length
+    def __init__(self, env):
+        super().__init__(env)
+        self.num_agents = env.num_agents
+        self.obs_dim, self.action_nvec = env.obs_dim, tuple(env.action_nvec)
+        self.episode_length = env.episode_length
 
     @property
     def active(self) -> torch.Tensor:
@@ -178,11 +144,13 @@ class TagGame:
         obs, rewards, terminated, truncated, info = self.env.step(actions)
         return obs, rewards, terminated, truncated, info["active"]
 
-    def render(self):
-        return self.env.render()[0]
 
-    def close(self) -> None:
-        self.env.close()
+# game -> (its face, the module and class of its env)
+_GAMES = {
+    "cartpole": (CartPoleGame, "gpu_envs.cartpole", "CartPoleVectorEnv"),
+    "pendulum": (PendulumGame, "gpu_envs.pendulum", "PendulumVectorEnv"),
+    "tag": (TagGame, "gpu_envs.tag", "TagEnv"),
+}
 
 
 def make_game(
@@ -192,6 +160,19 @@ def make_game(
     env_kwargs: dict[str, Any],
     render_mode: str | None = None,
 ):
-    """The game of config ``name`` with ``num_envs`` envs on ``device``."""
-    kind = {"cartpole": CartPoleGame, "pendulum": PendulumGame, "tag": TagGame}[game_of(name)]
-    return kind(num_envs, device, dict(env_kwargs), render_mode)
+    """The game of config ``name``: its env built with ``num_envs`` envs on ``device`` and the
+    config's ``env_kwargs`` (an unknown keyword is a ``ConfigError`` naming it)."""
+    face, module, env_class = _GAMES[game_of(name)]
+    env_type = getattr(importlib.import_module(module), env_class)
+    try:
+        env = env_type(
+            num_envs,
+            device=device,
+            autoreset_mode="next_step",
+            validate_actions=False,
+            render_mode=render_mode,
+            **env_kwargs,
+        )
+    except TypeError as error:
+        raise ConfigError(f"env: {error}") from None
+    return face(env)

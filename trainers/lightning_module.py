@@ -3,9 +3,11 @@
 ``TagLightningModule`` plays the role of ``WarpDriveModule``, ``EnvResetCallback`` the one of
 ``CUDACallback`` and ``PerfStatsCallback`` keeps its name::
 
-    env = gpu_envs.TagEnv(num_envs=run_config["trainer"]["num_envs"], device="cuda", **run_config["env"])
+    env = gpu_envs.TagEnv(num_envs=run_config["trainer"]["num_envs"], device="cuda",
+                          **run_config["env"])
     policy_tag_to_agent_id_map = {"tagger": list(env.taggers), "runner": list(env.runners)}
-    module = TagLightningModule(env=env, config=run_config, policy_tag_to_agent_id_map=policy_tag_to_agent_id_map)
+    module = TagLightningModule(env=env, config=run_config,
+                                policy_tag_to_agent_id_map=policy_tag_to_agent_id_map)
     trainer = lightning.pytorch.Trainer(accelerator="gpu", devices=1,
                                         callbacks=[EnvResetCallback(), PerfStatsCallback()],
                                         max_epochs=num_episodes * episode_length / train_batch_size,
@@ -14,12 +16,13 @@
     module.close()
 
 One epoch is one training iteration: the dataloader yields a single placeholder item, and
-``training_step`` collects a rollout of ``train_batch_size`` env steps on the env's device
-(``rollout.Collector``), then updates every policy with its own optimizer (``learner.update``, PPO
-or A2C, through Lightning's manual optimisation). Per-policy metrics go to ``self.log`` under
-``<policy>/<name>`` (the names of the notebook's printout) and are printed as the notebook's blocks
-every ``saving.metrics_log_freq`` iterations. One device (``devices=1``), 32-bit precision; for
-several GPUs use the Fabric trainer (``gpu_envs.trainers.fabric_loop``).
+``training_step`` runs the Fabric trainer's iteration with the same pieces: the rollout
+(``rollout.Collector``), then ``learner.learn`` (every policy's PPO or A2C update, with its own
+optimizer through Lightning's manual optimisation, and the divergence check). Per-policy metrics go
+to ``self.log`` under the notebook's names (``<policy>/<name>``) and CleanRL's
+(``metrics.cleanrl_metrics``), and are printed as the notebook's blocks every
+``saving.metrics_log_freq`` iterations. One device (``devices=1``), 32-bit precision; for several
+GPUs use the Fabric trainer (``gpu_envs.trainers.fabric_loop``).
 """
 
 from __future__ import annotations
@@ -30,78 +33,22 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
-from gymnasium.vector import AutoresetMode
 from torch.utils.data import DataLoader
 
 from gpu_envs.tag import TagEnv
 from gpu_envs.trainers import console, learner
-from gpu_envs.trainers.checkpoint import load_model_weights
 from gpu_envs.trainers.config import ConfigError, RunConfig
 from gpu_envs.trainers.games import TagGame
-from gpu_envs.trainers.metrics import (
-    IterationRecord,
-    MetricsWindow,
-    cleanrl_metrics,
-    episode_summary,
-)
-from gpu_envs.trainers.policy import ActorCritic
-from gpu_envs.trainers.rollout import Collector, PolicyGroup
+from gpu_envs.trainers.metrics import IterationRecord, MetricsWindow, cleanrl_metrics
+from gpu_envs.trainers.policy import make_network
+from gpu_envs.trainers.rollout import Collector, PolicyGroup, agent_index
 from gpu_envs.trainers.sampling import make_sampler
 from gpu_envs.trainers.timing import PHASES, PhaseTimer
 
 
-class _EnvGame(TagGame):
-    """A ``TagEnv`` built by the caller, seen through ``TagGame``'s face (``TagGame`` builds its own).
-
-    The trainer samples valid actions only, so the env's per-step action check is switched off, as
-    ``TagGame`` does.
-    """
-
-    def __init__(self, env: TagEnv):  # not super().__init__(): it would build a second env
-        if not isinstance(env, TagEnv):
-            raise TypeError(f"env must be a gpu_envs.TagEnv, got {type(env).__name__}")
-        if env.autoreset_mode != AutoresetMode.NEXT_STEP:
-            raise ValueError(
-                f"env: the trainer needs autoreset_mode='next_step', got {env.autoreset_mode.value!r}"
-            )
-        env.validate_actions = False
-        self.env = env
-        self.num_envs, self.num_agents = env.num_envs, env.num_agents
-        self.obs_dim, self.action_nvec = env.obs_dim, tuple(env.action_nvec)
-        self.episode_length = env.episode_length
-
-
-class _ManualOptimization:
-    """What ``learner.update`` asks of its ``fabric`` argument, on a module with manual optimisation."""
-
-    def __init__(self, module: pl.LightningModule):
-        self.module = module
-
-    def backward(self, loss: torch.Tensor) -> None:
-        self.module.manual_backward(loss)
-
-
-def _agent_index(
-    tag: str, ids: list[int], num_agents: int, device: torch.device
-) -> slice | torch.Tensor:
-    """The index of ``ids`` into the agent axis: a slice when contiguous, else an index tensor."""
-    if not ids:
-        raise ValueError(f"policy_tag_to_agent_id_map[{tag!r}]: no agent ids")
-    bad = [
-        i for i in ids if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < num_agents
-    ]
-    if bad:
-        raise ValueError(
-            f"policy_tag_to_agent_id_map[{tag!r}]: ids {bad[:8]} are not agent ids 0..{num_agents - 1}"
-        )
-    ids = sorted(ids)
-    if ids == list(range(ids[0], ids[-1] + 1)):
-        return slice(ids[0], ids[-1] + 1)
-    return torch.tensor(ids, device=device)
-
-
 def _check_agent_map(agent_map: dict[str, list[int]], tags: list[str], num_agents: int) -> None:
-    """Every policy of the config has agents, and every agent exactly one policy."""
+    """Every policy of the config has agents, every id is an agent's, and every agent has exactly
+    one policy."""
     if set(agent_map) != set(tags):
         raise ValueError(
             f"policy_tag_to_agent_id_map names policies {sorted(agent_map)}, "
@@ -109,6 +56,18 @@ def _check_agent_map(agent_map: dict[str, list[int]], tags: list[str], num_agent
         )
     owners: dict[int, str] = {}
     for tag, ids in agent_map.items():
+        if not ids:
+            raise ValueError(f"policy_tag_to_agent_id_map[{tag!r}]: no agent ids")
+        bad = [
+            i
+            for i in ids
+            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < num_agents
+        ]
+        if bad:
+            raise ValueError(
+                f"policy_tag_to_agent_id_map[{tag!r}]: ids {bad[:8]} are not agent ids "
+                f"0..{num_agents - 1}"
+            )
         if len(set(ids)) != len(ids):
             raise ValueError(f"policy_tag_to_agent_id_map[{tag!r}]: repeated agent ids")
         for i in ids:
@@ -123,7 +82,8 @@ def _check_agent_map(agent_map: dict[str, list[int]], tags: list[str], num_agent
 
 
 class TagLightningModule(pl.LightningModule):
-    """The env and one actor-critic per policy, trained by Lightning's ``Trainer`` (one epoch = one iteration).
+    """The env and one actor-critic per policy, trained by Lightning's ``Trainer`` (one epoch =
+    one iteration).
 
     Args:
         env: the batched ``gpu_envs.TagEnv`` (NEXT_STEP autoreset); its device is where rollouts and
@@ -147,8 +107,10 @@ class TagLightningModule(pl.LightningModule):
         self.run_config = config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
         if self.run_config.game != "tag":
             raise ConfigError(f"name: TagLightningModule trains Tag, got {self.run_config.name!r}")
+        if not isinstance(env, TagEnv):
+            raise TypeError(f"env must be a gpu_envs.TagEnv, got {type(env).__name__}")
         tc = self.run_config.trainer
-        self.game = _EnvGame(env)
+        self.game = TagGame(env)
         if self.game.num_envs != tc.num_envs:
             raise ConfigError(
                 f"trainer.num_envs is {tc.num_envs} but the env runs {self.game.num_envs} games"
@@ -159,15 +121,21 @@ class TagLightningModule(pl.LightningModule):
         self.verbose = verbose
 
         pl.seed_everything(tc.seed, verbose=False)
-        self.policies = torch.nn.ModuleDict({tag: self._make_policy(tag) for tag in tags})
+        nvec = self.game.action_nvec
+        self.policies = torch.nn.ModuleDict(
+            {
+                tag: make_network(self.game.obs_dim, nvec, self.run_config.policy[tag], tag)
+                for tag in tags
+            }
+        )
         self.groups = [
             PolicyGroup(
                 tag,
                 self.run_config.policy[tag],
                 self.policies[tag],
                 self.policies[tag],
-                None,
-                _agent_index(tag, list(agent_map[tag]), self.game.num_agents, env.device),
+                None,  # Lightning makes the optimizers: attached when training starts
+                agent_index(list(agent_map[tag]), env.device),
                 len(agent_map[tag]),
             )
             for tag in tags
@@ -177,7 +145,7 @@ class TagLightningModule(pl.LightningModule):
         self.collector: Collector | None = Collector(
             self.game, self.groups, tc.num_steps, self.sampler, self.timer
         )
-        self.window = MetricsWindow(tags, len(self.game.action_nvec))
+        self.window = MetricsWindow(tags, len(nvec))
 
         self.steps_per_iteration = tc.num_steps * tc.num_envs
         total = tc.total_timesteps or tc.num_episodes * self.game.episode_length
@@ -187,15 +155,6 @@ class TagLightningModule(pl.LightningModule):
         self.last_record: IterationRecord | None = None
         self._unprinted: list[IterationRecord] = []
 
-    def _make_policy(self, tag: str) -> ActorCritic:
-        cfg = self.run_config.policy[tag]
-        policy = ActorCritic(self.game.obs_dim, self.game.action_nvec, cfg.model)
-        if cfg.model.model_ckpt_filepath:
-            policy.load_state_dict(load_model_weights(cfg.model.model_ckpt_filepath, tag))
-        if not cfg.to_train:
-            policy.requires_grad_(False)
-        return policy
-
     @property
     def training_batch_size(self) -> int:
         """Env steps per iteration (the notebook's ``wd_module.training_batch_size``)."""
@@ -204,14 +163,8 @@ class TagLightningModule(pl.LightningModule):
     # ------------------------------------------------------------------------------ Lightning hooks
     def configure_optimizers(self):
         """One Adam per trained policy, in the config's policy order (frozen policies have none)."""
-        fused = self.device.type in ("cpu", "cuda")
         optimizers = [
-            torch.optim.Adam(
-                self.policies[g.tag].parameters(),
-                lr=g.config.lr,
-                eps=g.config.adam_eps,
-                fused=fused,
-            )
+            learner.make_optimizer(self.policies[g.tag], g.config, self.device)
             for g in self.groups
             if g.config.to_train
         ]
@@ -230,12 +183,11 @@ class TagLightningModule(pl.LightningModule):
             )
         if trainer.precision not in ("32-true", "32"):
             raise RuntimeError(
-                f"TagLightningModule trains in 32-bit precision, got precision={trainer.precision!r}"
+                "TagLightningModule trains in 32-bit precision, "
+                f"got precision={trainer.precision!r}"
             )
         max_epochs = trainer.fit_loop.max_epochs
-        if isinstance(
-            max_epochs, float
-        ):  # the notebook's num_episodes * episode_length / train_batch_size
+        if isinstance(max_epochs, float):  # the notebook's num_episodes * episode_length / batch
             if not max_epochs.is_integer():
                 raise ValueError(
                     f"max_epochs={max_epochs} is not a whole number of iterations; "
@@ -253,20 +205,21 @@ class TagLightningModule(pl.LightningModule):
             )
 
     def reset_envs(self) -> None:
-        """Compile the env kernels, the sampler and (``trainer.compile``) the losses; reset every env
+        """Attach Lightning's optimizers and choose every policy's gradient step (compiled with
+        ``trainer.compile``), compile the env's and the sampler's kernels, and reset every env
         (env i gets seed + i)."""
         collector = self._live_collector()
-        self.game.reset(self.run_config.trainer.seed)
-        self.game.step(torch.zeros_like(collector.actions))
-        self.sampler(
-            torch.zeros((2, sum(self.game.action_nvec)), device=self.game.env.device),
-            self.game.action_nvec,
+        trained = [g for g in self.groups if g.config.to_train]
+        optimizers = self.optimizers() if trained else []
+        optimizers = optimizers if isinstance(optimizers, list) else [optimizers]
+        for group, optimizer in zip(trained, optimizers, strict=True):
+            group.optimizer = optimizer
+        tc = self.run_config.trainer
+        learner.make_steps(
+            self.groups, self.manual_backward, collector.buffers, self.game.action_nvec, tc.compile
         )
-        if self.run_config.trainer.compile:
-            learner.compile_losses(
-                _ManualOptimization(self), self.groups, collector.buffers, self.game.action_nvec
-            )
-        collector.reset(self.run_config.trainer.seed)
+        collector.warm_up()
+        collector.reset(tc.seed)
 
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> None:
         """One iteration: a rollout on the device, then every trained policy's PPO/A2C update."""
@@ -278,32 +231,17 @@ class TagLightningModule(pl.LightningModule):
             )
         self.timer.reset()
         self.iteration += 1
-        self._attach_optimizers()
-        for group in self.groups:
-            if group.optimizer is not None:
-                learner.set_learning_rate(group, self.iteration, self.num_iterations)
-        buffers = collector.collect()
-        backend = _ManualOptimization(self)
-        nvec = self.game.action_nvec
+        rollout = collector.collect()
         with self.timer.phase("training"):
-            stats = {g.tag: learner.update(backend, g, buffers[g.tag], nvec) for g in self.groups}
+            stats = learner.learn(self.groups, rollout, self.iteration, self.num_iterations)
         self.env_step += self.steps_per_iteration
-        episodes = {}
-        for group in self.groups:
-            episodes[group.tag] = collector.episode_stats(group)
-            episodes[group.tag]["agentstep_count"] = buffers[group.tag].valid.sum().double()
-        self.window.add(
-            self.iteration,
-            self.env_step,
-            stats,
-            {g.tag: learner.action_std(buffers[g.tag]) for g in self.groups},
-            episodes,
-        )
+        self.window.add(self.iteration, self.env_step, stats, collector)
         (self.last_record,) = self.window.flush()  # the iteration's one device-to-host read
         self._log_metrics(self.last_record)
 
     def log_due(self) -> bool:
-        """Whether this iteration prints: every ``saving.metrics_log_freq`` iterations and the last one."""
+        """Whether this iteration prints: every ``saving.metrics_log_freq`` iterations and the
+        last one."""
         trainer = self.trainer
         last_epoch = (
             trainer.max_epochs is not None and trainer.current_epoch + 1 >= trainer.max_epochs
@@ -314,54 +252,28 @@ class TagLightningModule(pl.LightningModule):
             or last_epoch
         )
 
-    def _attach_optimizers(self) -> None:
-        optimizers = self.optimizers() if any(g.config.to_train for g in self.groups) else []
-        optimizers = list(optimizers) if isinstance(optimizers, list) else [optimizers]
-        for group, optimizer in zip(
-            [g for g in self.groups if g.config.to_train], optimizers, strict=True
-        ):
-            group.optimizer = optimizer
-
     def _log_metrics(self, record: IterationRecord) -> None:
         """``self.log`` every policy's metrics of this iteration; when ``log_due()``, print the
         notebook's blocks (episode statistics over the iterations since the last print)."""
         self._unprinted.append(record)
-        due = self.verbose and self.log_due()
-        blocks = []
-        tags = [g.tag for g in self.groups]
-        self.log_dict(cleanrl_metrics([record], tags), on_step=True, on_epoch=False, batch_size=1)
+        heads = len(self.game.action_nvec)
+        values = cleanrl_metrics([record], [g.tag for g in self.groups])
         for group in self.groups:
-            values = self._policy_values(group, [record])
-            self.log_dict(
-                {f"{group.tag}/{name}": value for name, value in values.items()},
-                on_step=True,
-                on_epoch=False,
-                batch_size=1,
-            )
-            if due:
-                blocks.append(
-                    console.format_block(
-                        f"Metrics for policy '{group.tag}'",
-                        self._policy_values(group, self._unprinted),
-                    )
+            block = console.policy_block(group, [record], heads)
+            values.update({f"{group.tag}/{name}": value for name, value in block.items()})
+        self.log_dict(values, on_step=True, on_epoch=False, batch_size=1)
+        if not self.log_due():
+            return
+        if self.verbose:
+            blocks = [
+                console.format_block(
+                    f"Metrics for policy '{group.tag}'",
+                    console.policy_block(group, self._unprinted, heads),
                 )
-        if due:
+                for group in self.groups
+            ]
             self.print("\n".join(blocks))
-            self._unprinted = []
-
-    def _policy_values(
-        self, group: PolicyGroup, records: list[IterationRecord]
-    ) -> dict[str, float]:
-        """The notebook's per-policy values: the last record's learner statistics, the episodes of all."""
-        return console.policy_block(
-            group.tag,
-            group.config,
-            records[-1].policies[group.tag],
-            episode_summary(records, group.tag),
-            len(self.game.action_nvec),
-            group.num_agents,
-            records[-1].env_step,
-        )
+        self._unprinted = []
 
     def _live_collector(self) -> Collector:
         if self.collector is None:
@@ -376,7 +288,7 @@ class TagLightningModule(pl.LightningModule):
         self.game.close()
         self.collector = None
         for group in self.groups:
-            group.optimizer = None
+            group.optimizer = group.step = None
         if self.game.env.device.type == "cuda":
             torch.cuda.empty_cache()
         print(f"[{self.game.env.device}]: Trainer exits gracefully", flush=True)

@@ -1,16 +1,16 @@
 """Tag matchups: trained and random teams against each other, scored by runners tagged per episode.
 
-The Tag learning benchmark's targets are met when trained taggers against random runners tag at least
-``TAGGER_TARGET`` (1.5) times as many runners per episode as random taggers do, and trained runners
-against random taggers are tagged at most ``RUNNER_TARGET`` (2/3) times as often.
+The Tag learning benchmark's targets are met when trained taggers against random runners tag at
+least ``TAGGER_TARGET`` (1.5) times as many runners per episode as random taggers do, and trained
+runners against random taggers are tagged at most ``RUNNER_TARGET`` (2/3) times as often.
 
 - ``load_tag_checkpoint(path, device)``: the env parameters and the ActorCritic of every policy of a
   trainer checkpoint, rebuilt from its config and weights.
 - ``load_policy(path)``: ``policy(obs, env) -> actions`` playing every team with its trained policy.
 - ``evaluate_matchups(path, episodes, seed)``: the four matchups and the two ratios.
 
-Every matchup plays the same start states (games seeded ``seed + i``) and draws its random and sampled
-actions from a ``torch.Generator`` seeded with ``seed``, on the env's device.
+Every matchup plays the same start states (games seeded ``seed + i``) and draws its random and
+sampled actions from a ``torch.Generator`` seeded with ``seed``, on the env's device.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ class TagCheckpoint:
     device: torch.device
 
     def team_network(self, team: str) -> ActorCritic:
-        """The network playing ``team`` ("tagger" or "runner"): its own, or the one shared policy."""
+        """The network playing ``team`` ("tagger" or "runner"): its own, or the one shared
+        policy."""
         if team in self.networks:
             return self.networks[team]
         if len(self.networks) == 1:
@@ -103,8 +104,9 @@ def _network(path: Path, state: dict, tag: str) -> ActorCritic:
 
 
 class TeamPolicy:
-    """``policy(obs, env) -> actions`` for a TagEnv: each team plays its network (sampled from its
-    categorical heads, or their argmax when ``greedy``), or uniform random actions where it has none.
+    """``policy(obs, env) -> actions`` for a TagEnv: each team plays its network (sampled from
+    its categorical heads, or their argmax when ``greedy``), or uniform random actions where it has
+    none.
 
     Args:
         networks: "tagger" and "runner" -> ActorCritic, or None for random play.

@@ -1,6 +1,6 @@
 """Per-iteration statistics kept on the device and read back once per logging window.
 
-Each iteration adds, per policy, its learner statistics (``learner.LEARNER_METRICS``), the std of
+Each iteration adds, per policy, its learner statistics (``ppo.LEARNER_METRICS``), the std of
 each action index over agents/envs/time and its episode sums (``Collector.episode_stats``). At log
 time ``MetricsWindow.flush`` stacks the window, reduces it over the ranks (every rank calls it at
 the same iterations: the collectives match) and converts it to Python numbers in one transfer.
@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
-from gpu_envs.trainers.learner import LEARNER_METRICS
+from gpu_envs.trainers.ppo import LEARNER_METRICS
+from gpu_envs.trainers.rollout import Collector
 
 SUM_METRICS = ("episode_count", "return_sum", "return_sumsq", "length_sum", "agentstep_count")
 MAX_METRICS = ("return_max",)
@@ -51,22 +52,17 @@ class MetricsWindow:
         self._meta: list[tuple[int, int]] = []
 
     def add(
-        self,
-        iteration: int,
-        env_step: int,
-        learner: dict[str, dict],
-        actions: dict[str, torch.Tensor],
-        episodes: dict[str, dict],
+        self, iteration: int, env_step: int, learner: dict[str, dict], collector: Collector
     ) -> None:
-        """Append one iteration (device tensors; nothing is read back here)."""
+        """Append one iteration: the policies' ``learner`` statistics and the action spread and
+        episodes of ``collector``'s last rollout (device tensors; nothing is read back here)."""
         parts = []
-        for tag in self.tags:
-            parts.append(torch.stack([learner[tag][k].double() for k in LEARNER_METRICS]))
-            parts.append(actions[tag].double().reshape(-1))
+        for group in collector.groups:
+            episodes = collector.episode_stats(group)
+            parts.append(torch.stack([learner[group.tag][k].double() for k in LEARNER_METRICS]))
+            parts.append(collector.action_std(group).double().reshape(-1))
             parts.append(
-                torch.stack(
-                    [episodes[tag][k].double() for k in SUM_METRICS + MAX_METRICS + MIN_METRICS]
-                )
+                torch.stack([episodes[k].double() for k in SUM_METRICS + MAX_METRICS + MIN_METRICS])
             )
         self._rows.append(torch.cat(parts))
         self._meta.append((iteration, env_step))

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from gpu_envs.trainers.config import ModelConfig
+from gpu_envs.trainers.checkpoint import load_model_weights
+from gpu_envs.trainers.config import ModelConfig, PolicyConfig
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -49,7 +50,7 @@ def is_continuous(nvec: Sequence[int]) -> bool:
 
 
 def action_dtype(nvec: Sequence[int]) -> torch.dtype:
-    """The dtype of the actions of ``nvec``: float32 for Box actions, int64 for MultiDiscrete ones."""
+    """The dtype of the actions of ``nvec``: float32 for Box actions, int64 for MultiDiscrete."""
     return torch.float32 if is_continuous(nvec) else torch.int64
 
 
@@ -66,7 +67,8 @@ class ActorCritic(nn.Module):
 
     The actor is one linear head per MultiDiscrete action dimension (``action_nvec``), or for
     ``ContinuousActions`` a linear mean head plus a ``log_std`` parameter (initialised to 0).
-    Orthogonal init (CleanRL's gains: sqrt(2) torso, 0.01 actor, 1.0 critic) when ``model.ortho_init``.
+    Orthogonal init (CleanRL's gains: sqrt(2) torso, 0.01 actor, 1.0 critic) when
+    ``model.ortho_init``.
     """
 
     def __init__(self, obs_dim: int, action_nvec: Sequence[int], model: ModelConfig):
@@ -96,6 +98,19 @@ class ActorCritic(nn.Module):
         if is_continuous(self.action_nvec):
             logits = torch.cat([logits, self.log_std.expand_as(logits)], dim=-1)
         return logits, self.critic(hidden).squeeze(-1)
+
+
+def make_network(
+    obs_dim: int, action_nvec: Sequence[int], cfg: PolicyConfig, tag: str
+) -> ActorCritic:
+    """Policy ``tag``'s ``ActorCritic``: its initial weights from ``model.model_ckpt_filepath`` when
+    set, and frozen (no gradients) unless ``to_train``."""
+    network = ActorCritic(obs_dim, action_nvec, cfg.model)
+    if cfg.model.model_ckpt_filepath:
+        network.load_state_dict(load_model_weights(cfg.model.model_ckpt_filepath, tag))
+    if not cfg.to_train:
+        network.requires_grad_(False)
+    return network
 
 
 def gaussian_parameters(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -137,7 +152,8 @@ def log_prob(logits: torch.Tensor, actions: torch.Tensor, nvec: Sequence[int]) -
 def log_prob_entropy(
     logits: torch.Tensor, actions: torch.Tensor, nvec: Sequence[int]
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Joint log-probability [B] of ``actions`` [B, H] and the joint entropy [B] (sums over heads)."""
+    """Joint log-probability [B] of ``actions`` [B, H] and the joint entropy [B] (sums over
+    heads)."""
     if is_continuous(nvec):
         mean, log_std = gaussian_parameters(logits)
         return _gaussian_log_prob(mean, log_std, actions), _gaussian_entropy(log_std)
@@ -147,7 +163,8 @@ def log_prob_entropy(
 
 
 def greedy_actions(logits: torch.Tensor, nvec: Sequence[int]) -> torch.Tensor:
-    """The most probable action: every head's argmax, [B, H] int64, or the Gaussian's mean, [B, D]."""
+    """The most probable action: every head's argmax, [B, H] int64, or the Gaussian's mean,
+    [B, D]."""
     if is_continuous(nvec):
         return gaussian_parameters(logits)[0]
     return torch.stack([part.argmax(-1) for part in logits.split(tuple(nvec), dim=-1)], dim=-1)

@@ -1,15 +1,51 @@
-"""PPO / A2C pieces as pure tensor functions: GAE, masked statistics and the losses.
+"""PPO and A2C: GAE, the losses, and ``update``, the learning of one policy from its rollout.
+
+``update(group, buf)`` reads top to bottom as one iteration of CleanRL's ``ppo.py`` after the
+rollout: advantages and returns by GAE, the rollout flattened into one batch, then
+``update_epochs`` epochs of ``num_minibatches`` shuffled minibatches (A2C: one full-batch step),
+each one call of the policy's gradient step (``group.step``, chosen once by
+``learner.make_step``) on ``minibatch_loss``.
 
 Conventions (NEXT_STEP autoreset): step ``t`` holds the observation ``obs_t`` the action was taken
 in, ``values[t] = V(obs_t)``, the reward ``r_t`` and the flags of that transition. When an episode
 ends at step ``t`` the env returns the episode's final observation, so ``values[t + 1]`` (or
 ``next_value`` at the rollout's end) is ``V(final obs)``: the bootstrap value a truncation needs.
 The step after the end is the env's reset step; it is invalid and masked out of the losses.
+
+Every torch call costs microseconds on a CPU whatever its size, so the update keeps their number
+low: masked means are dot products with per-minibatch weights, a whole-batch minibatch is prepared
+once for all epochs, and the step statistics are summed as one stacked tensor.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
+
+from gpu_envs.trainers.config import PolicyConfig
+from gpu_envs.trainers.policy import log_prob_entropy
+from gpu_envs.trainers.rollout import PolicyGroup, RolloutBuffer
+
+LEARNER_METRICS = (
+    "cur_lr",
+    "total_loss",
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "grad_norm",
+    "approx_kl",
+    "clip_fraction",
+    "explained_variance",
+    "first_ratio_deviation",
+    "value_mean",
+    "advantage_mean",
+    "norm_advantage_mean",
+    "return_mean",
+    "reward_mean",
+    "reward_max",
+    "reward_min",
+)
 
 
 def compute_gae(
@@ -55,7 +91,8 @@ def masked_std(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 def explained_variance(
     values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor
 ) -> torch.Tensor:
-    """1 - Var[returns - values] / Var[returns] over the masked entries (NaN when Var[returns] = 0)."""
+    """1 - Var[returns - values] / Var[returns] over the masked entries (NaN if Var[returns] is
+    0)."""
     var_returns = masked_std(returns, mask) ** 2
     return 1.0 - masked_std(returns - values, mask) ** 2 / var_returns
 
@@ -69,7 +106,8 @@ def mean_weights(mask: torch.Tensor) -> torch.Tensor:
 
 
 def weighted_mean(x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """``sum(x * weights)`` of 1-D tensors: ``masked_mean(x, mask)`` with ``weights = mean_weights(mask)``."""
+    """``sum(x * weights)`` of 1-D tensors: ``masked_mean(x, mask)`` when
+    ``weights = mean_weights(mask)``."""
     return torch.dot(x, weights)
 
 
@@ -81,9 +119,11 @@ def policy_loss(
     clip_param: float,
     clipped: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """PPO's clipped surrogate (``clipped``) or the plain policy gradient (A2C), weighted by ``weights``.
+    """PPO's clipped surrogate (``clipped``) or the plain policy gradient (A2C), weighted by
+    ``weights``.
 
-    Returns ``(loss, log_ratio)``; the log-ratio feeds ``ratio_statistics`` and ``max_ratio_deviation``.
+    Returns ``(loss, log_ratio)``; the log-ratio feeds ``ratio_statistics`` and
+    ``max_ratio_deviation``.
     """
     log_ratio = new_log_prob - old_log_prob
     if clipped:
@@ -100,7 +140,8 @@ def policy_loss(
 def ratio_statistics(
     log_ratio: torch.Tensor, weights: torch.Tensor, clip_param: float
 ) -> dict[str, torch.Tensor]:
-    """The approximate KL divergence ``E[(r - 1) - log r]`` and the fraction of ratios outside the clip range."""
+    """The approximate KL divergence ``E[(r - 1) - log r]`` and the fraction of ratios outside the
+    clip range."""
     deviation = log_ratio.exp() - 1.0
     return {
         "approx_kl": weighted_mean(deviation - log_ratio, weights),
@@ -110,8 +151,8 @@ def ratio_statistics(
 
 @torch.no_grad()
 def max_ratio_deviation(log_ratio: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """``max |ratio - 1|`` over the entries of nonzero weight: 0 on the first minibatch of an update,
-    where the old log-probabilities were stored at rollout time by the same network."""
+    """``max |ratio - 1|`` over the entries of nonzero weight: 0 on the first minibatch of an
+    update, where the old log-probabilities were stored at rollout time by the same network."""
     return torch.where(weights > 0, log_ratio.exp() - 1.0, 0.0).abs().max()
 
 
@@ -123,7 +164,8 @@ def value_loss(
     clip_param: float,
     clip_vloss: bool,
 ) -> torch.Tensor:
-    """0.5 * squared error to the returns; with ``clip_vloss`` the max of the clipped and plain error."""
+    """0.5 * squared error to the returns; with ``clip_vloss`` the larger of the clipped value's
+    error and the plain one."""
     error = (new_value - returns) ** 2
     if clip_vloss:
         clipped = old_value + (new_value - old_value).clamp(-clip_param, clip_param)
@@ -134,3 +176,167 @@ def value_loss(
 def normalize(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Advantages shifted and scaled to mean 0, std 1 over the masked entries."""
     return (advantages - masked_mean(advantages, mask)) / (masked_std(advantages, mask) + 1e-8)
+
+
+def minibatch_loss(
+    model: torch.nn.Module, mb: dict[str, torch.Tensor], nvec, cfg: PolicyConfig
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The loss of one minibatch (prepared by ``prepare``), to backpropagate.
+
+    Returns ``(loss, statistics, log_ratio)``: the statistics are the detached total loss, policy
+    loss, value loss, mean entropy, approximate KL and clip fraction as one [6] tensor. A pure
+    function of its inputs, so ``trainer.compile`` can hand it to ``torch.compile`` as it is.
+    """
+    weights, is_ppo = mb["weights"], cfg.algorithm == "PPO"
+    logits, new_values = model(mb["obs"])
+    new_log_probs, entropy = log_prob_entropy(logits, mb["actions"], nvec)
+    pg_loss, log_ratio = policy_loss(
+        new_log_probs, mb["log_probs"], mb["advantages"], weights, cfg.clip_param, is_ppo
+    )
+    v_loss = value_loss(
+        new_values, mb["values"], mb["returns"], weights, cfg.clip_param, cfg.clip_vloss and is_ppo
+    )
+    entropy_mean = weighted_mean(entropy, weights)
+    loss = pg_loss + cfg.vf_loss_coeff * v_loss
+    if cfg.entropy_coeff:  # a zero coefficient would still backpropagate through the entropy
+        loss = loss - cfg.entropy_coeff * entropy_mean
+    ratio_stats = ratio_statistics(log_ratio, weights, cfg.clip_param)
+    with torch.no_grad():
+        statistics = torch.stack(
+            [
+                loss,
+                pg_loss,
+                v_loss,
+                entropy_mean,
+                ratio_stats["approx_kl"],
+                ratio_stats["clip_fraction"],
+            ]
+        ).float()
+    return loss, statistics, log_ratio
+
+
+def max_grad_norm(cfg: PolicyConfig) -> float:
+    """The bound of the global gradient norm: ``max_grad_norm``, or none without
+    ``clip_grad_norm``."""
+    return cfg.max_grad_norm if cfg.clip_grad_norm else float("inf")
+
+
+def anneal_learning_rate(group: PolicyGroup, iteration: int, num_iterations: int) -> None:
+    """Linear annealing from ``lr`` to 0 over the run when ``anneal_lr`` (iterations count from
+    1)."""
+    cfg = group.config
+    lr = cfg.lr * (1.0 - (iteration - 1.0) / num_iterations) if cfg.anneal_lr else cfg.lr
+    for param_group in group.optimizer.param_groups:
+        param_group["lr"] = lr
+
+
+def update(group: PolicyGroup, buf: RolloutBuffer) -> dict[str, torch.Tensor]:
+    """Train ``group`` on ``buf`` (unless it is frozen: ``group.step`` is None); returns its
+    ``LEARNER_METRICS`` as 0-d device tensors, read on the host at log time."""
+    cfg = group.config
+    advantages, returns = compute_gae(
+        buf.rewards, buf.values, buf.next_value, buf.terminated, buf.done, cfg.gamma, cfg.gae_lambda
+    )
+    data = flatten(buf, advantages, returns)
+    result = _batch_statistics(data)
+    if group.step is None:
+        nan = torch.tensor(float("nan"), device=data["valid"].device)
+        result.update({key: nan for key in _TRAIN_METRICS})
+        return {key: result[key].float() for key in LEARNER_METRICS}
+
+    size = data["valid"].shape[0]
+    epochs, minibatches, minibatch_size = schedule(cfg, size)
+    whole_batch = prepare(data, cfg) if minibatches == 1 else None
+    totals, first_ratio_deviation, steps = None, None, 0
+    for _ in range(epochs):
+        order = torch.randperm(size, device=data["valid"].device) if minibatches > 1 else None
+        for start in range(0, size, minibatch_size):
+            if order is None:
+                mb = whole_batch
+            else:
+                indices = order[start : start + minibatch_size]
+                mb = prepare({key: value[indices] for key, value in data.items()}, cfg)
+            statistics, grad_norm, log_ratio = group.step(mb)
+            if first_ratio_deviation is None:
+                first_ratio_deviation = max_ratio_deviation(log_ratio, mb["weights"])
+            statistics = torch.cat([statistics, grad_norm.reshape(1)])
+            totals = statistics if totals is None else totals + statistics
+            steps += 1
+    result.update(zip(_STEP_METRICS, totals / steps))
+    result["first_ratio_deviation"] = first_ratio_deviation
+    result["cur_lr"] = torch.tensor(
+        group.optimizer.param_groups[0]["lr"], device=data["valid"].device
+    )
+    return {key: result[key].float() for key in LEARNER_METRICS}
+
+
+# The step statistics in the order of ``minibatch_loss``'s, then the gradient norm.
+_STEP_METRICS = (
+    "total_loss",
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "approx_kl",
+    "clip_fraction",
+    "grad_norm",
+)
+_TRAIN_METRICS = ("cur_lr", "first_ratio_deviation", *_STEP_METRICS)
+
+
+def flatten(
+    buf: RolloutBuffer, advantages: torch.Tensor, returns: torch.Tensor
+) -> dict[str, torch.Tensor]:
+    """The rollout as one batch of transitions, [T * E * n, ...] per entry."""
+    return {
+        "obs": buf.obs.reshape(-1, buf.obs.shape[-1]),
+        "actions": buf.actions.reshape(-1, buf.actions.shape[-1]),
+        "log_probs": buf.log_probs.reshape(-1),
+        "values": buf.values.reshape(-1),
+        "advantages": advantages.reshape(-1),
+        "returns": returns.reshape(-1),
+        "valid": buf.valid.reshape(-1),
+        "rewards": buf.rewards.reshape(-1),
+    }
+
+
+def schedule(cfg: PolicyConfig, size: int) -> tuple[int, int, int]:
+    """Epochs, minibatches and minibatch size for an update of ``size`` samples: the config's for
+    PPO, one full-batch step for A2C."""
+    epochs, minibatches = (
+        (cfg.update_epochs, cfg.num_minibatches) if cfg.algorithm == "PPO" else (1, 1)
+    )
+    return epochs, minibatches, -(-size // minibatches)
+
+
+def prepare(batch: dict[str, torch.Tensor], cfg: PolicyConfig) -> dict[str, torch.Tensor]:
+    """``batch`` with the weights of its masked means and, with ``normalize_advantage``, its
+    advantages normalised."""
+    valid, advantages = batch["valid"], batch["advantages"]
+    if cfg.normalize_advantage:
+        advantages = normalize(advantages, valid)
+    return {**batch, "advantages": advantages, "weights": mean_weights(valid)}
+
+
+def minibatches_of_each_size(buf: RolloutBuffer, cfg: PolicyConfig) -> Iterator[dict]:
+    """One minibatch of every size an update of ``buf`` makes (for compiling a gradient step on
+    its shapes); the rollout's values stand in for the advantages and returns."""
+    data = flatten(buf, buf.values, buf.values)
+    size = data["valid"].shape[0]
+    _, _, minibatch_size = schedule(cfg, size)
+    for length in sorted({min(minibatch_size, size - s) for s in range(0, size, minibatch_size)}):
+        yield prepare({key: value[:length] for key, value in data.items()}, cfg)
+
+
+@torch.no_grad()
+def _batch_statistics(data: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    valid, rewards = data["valid"], data["rewards"]
+    return {
+        "explained_variance": explained_variance(data["values"], data["returns"], valid),
+        "value_mean": masked_mean(data["values"], valid),
+        "advantage_mean": masked_mean(data["advantages"], valid),
+        "norm_advantage_mean": masked_mean(normalize(data["advantages"], valid), valid),
+        "return_mean": masked_mean(data["returns"], valid),
+        "reward_mean": masked_mean(rewards, valid),
+        "reward_max": torch.where(valid > 0, rewards, -float("inf")).max(),
+        "reward_min": torch.where(valid > 0, rewards, float("inf")).min(),
+    }

@@ -1,4 +1,4 @@
-"""Rollout collection on the device: preallocated buffers per policy and the step loop.
+"""Rollout collection on the device: the policies at run time, their buffers and the step loop.
 
 Nothing in ``Collector.collect`` reads a value back to the host: observations, actions, values,
 log-probabilities (stored at rollout time, so PPO's first ratio is exactly 1), rewards and flags
@@ -19,7 +19,8 @@ from gpu_envs.trainers.timing import PhaseTimer
 
 @dataclass
 class PolicyGroup:
-    """A policy at run time: its config, network (possibly Fabric-wrapped), optimiser, agents."""
+    """A policy at run time: its config, network (possibly Fabric-wrapped), optimiser, agents and
+    gradient step."""
 
     tag: str
     config: PolicyConfig
@@ -28,10 +29,15 @@ class PolicyGroup:
     optimizer: object | None
     agents: slice | torch.Tensor  # index into the agent axis
     num_agents: int
-    loss_fn: Callable | None = (
-        None  # learner.minibatch_loss, or its torch.compile'd form; None: the former
-    )
-    fused_step: Callable | None = None  # trainer.compile on one process: fused_step.FusedAdamStep
+    step: Callable | None = None  # learner.make_step's choice; None: not trained
+
+
+def agent_index(ids: list[int], device: torch.device) -> slice | torch.Tensor:
+    """The index of agent ``ids`` into the agent axis: a slice when contiguous, else a tensor."""
+    ids = sorted(ids)
+    if ids == list(range(ids[0], ids[-1] + 1)):
+        return slice(ids[0], ids[-1] + 1)
+    return torch.tensor(ids, device=device)
 
 
 @dataclass
@@ -112,6 +118,13 @@ class Collector:
         )
         self.length_snapshots = torch.zeros((num_steps, envs), dtype=torch.float64, device=device)
 
+    def warm_up(self) -> None:
+        """Compile the env's kernels and the sampler's with one step of zero actions."""
+        self.game.reset(0)
+        self.game.step(torch.zeros_like(self.actions))
+        logits = torch.zeros((2, sum(self.game.action_nvec)), device=self.actions.device)
+        self.sampler(logits, self.game.action_nvec)
+
     def reset(self, seed: int | None) -> None:
         """Reset every env (``seed``: env i gets seed + i) and the running episode sums."""
         self.obs = self.game.reset(seed)
@@ -172,7 +185,8 @@ class Collector:
             self.length_snapshots[t] = self.episode_lengths
 
     def episode_stats(self, group: PolicyGroup) -> dict[str, torch.Tensor]:
-        """Sums over the episodes that ended in the last rollout, for ``group``'s agents (device)."""
+        """Sums over the episodes that ended in the last rollout, for ``group``'s agents, and its
+        agent steps (device tensors)."""
         done = self.env_done.to(torch.float64)
         team = self.return_snapshots[:, :, group.agents].sum(-1)
         ended = self.env_done
@@ -184,4 +198,19 @@ class Collector:
             "return_max": torch.where(ended, team, -inf).max(),
             "return_min": torch.where(ended, team, inf).min(),
             "length_sum": (self.length_snapshots * done).sum(),
+            "agentstep_count": self.buffers[group.tag].valid.sum().double(),
         }
+
+    def action_std(self, group: PolicyGroup) -> torch.Tensor:
+        """[H, 3]: std of each action index of ``group`` in the last rollout over agents, envs and
+        time (valid entries only, averaged over the other axes)."""
+        buf = self.buffers[group.tag]
+        actions = buf.actions.to(torch.float32)  # [T, E, n, H]
+        valid = buf.valid.unsqueeze(-1)
+        out = []
+        for dim in (2, 1, 0):
+            count = valid.sum(dim).clamp(min=1.0)
+            mean = (actions * valid).sum(dim, keepdim=True) / count.unsqueeze(dim)
+            var = (((actions - mean) ** 2) * valid).sum(dim) / count
+            out.append(var.sqrt().mean(dim=tuple(range(var.dim() - 1))))
+        return torch.stack(out, dim=-1)

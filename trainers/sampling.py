@@ -92,7 +92,7 @@ SAMPLERS = {"torch": TorchSampler, "numba": NumbaSampler}
 
 
 def make_sampler(name: str, seed: int, device: torch.device):
-    """The sampler called ``name``; "auto" is numba on the CPU (faster there) and torch elsewhere."""
+    """The sampler called ``name``; "auto" is numba on the CPU (faster there), torch elsewhere."""
     if name == "auto":
         name = "numba" if device.type == "cpu" else "torch"
     return SAMPLERS[name](seed)
