@@ -288,17 +288,17 @@ def _only_finite_checkpoints(ckpt_dir) -> list[str]:
 
 
 def test_an_injected_nan_stops_the_run_and_keeps_the_finite_checkpoints(tmp_path, monkeypatch):
-    from gpu_envs.trainers import fabric_loop
+    from gpu_envs.trainers import ppo
 
-    real_update, calls = fabric_loop.learner.update, []
+    real_update, calls = ppo.update, []
 
-    def update_with_a_nan_reward(fabric, group, buf, nvec):
+    def update_with_a_nan_reward(group, buf):
         calls.append(1)
         if len(calls) == 5:  # the env hands back one NaN reward in iteration 5
             buf.rewards[0, 0] = float("nan")
-        return real_update(fabric, group, buf, nvec)
+        return real_update(group, buf)
 
-    monkeypatch.setattr(fabric_loop.learner, "update", update_with_a_nan_reward)
+    monkeypatch.setattr(ppo, "update", update_with_a_nan_reward)
     with pytest.raises(SystemExit) as stop:
         cli_args.run(
             *_args(tmp_path, "trainer.total_timesteps=640", "saving.model_params_save_freq=2")
