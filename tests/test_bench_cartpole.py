@@ -234,3 +234,25 @@ def test_tag_parity_and_throughput_rows_on_cpu():
         "cpu", range(0, 1), dict(repeats=1, target_seconds=0.01, warmup_seconds=0.0)
     )
     assert rows[0].record["agents_per_env"] == 105 and "agent-steps/s" in rows[0].result
+
+
+def test_the_full_plan_adds_the_scale_point_and_the_trainer():
+    args = build_parser().parse_args(["device-check"])
+    assert args.tag_scale_envs == 2000 and args.trainer_iterations == 10
+    throughput_checks = 1 + 1 + 1 + 1  # CartPole, Tag, Tag's scale point, the trainer
+    assert len(dc.plan(args)) == 4 + 2 + 1 + throughput_checks
+    args = build_parser().parse_args(
+        ["device-check", "--tag-scale-envs", "0", "--trainer-iterations", "0"]
+    )
+    assert len(dc.plan(args)) == 4 + 2 + 1 + 2
+
+
+def test_scale_point_and_trainer_rows_on_cpu(capsys):
+    timing_options = dict(repeats=1, target_seconds=0.01, warmup_seconds=0.0)
+    (row,) = dc.tag_scale_throughput("cpu", 1, timing_options)
+    assert row.record["agents_per_env"] == 1000 and "agent-steps/s" in row.result
+    small = ["trainer.num_envs=2", "trainer.train_batch_size=20", "env.num_runners=6"]
+    (row,) = dc.trainer_throughput("cpu", 2, small)
+    assert row.record["iterations"] == 2 and row.record["env_steps"] == 40
+    assert row.record["env_steps_per_s"] > 0 and "env-steps/s" in row.result
+    assert capsys.readouterr().out == ""  # the run's console output went to stderr

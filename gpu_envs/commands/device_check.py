@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 
 from gpu_envs.benchmarks import report
@@ -206,6 +206,58 @@ def tag_throughput(device: str, log2_sizes: range, timing_options: dict) -> list
     return rows
 
 
+def tag_scale_throughput(device: str, num_envs: int, timing_options: dict) -> list[Row]:
+    """env-steps/s of Tag at the original paper's scale point: ``num_envs`` games of 1000 agents
+    (10 taggers and 990 runners; the seed config otherwise)."""
+    from gpu_envs.benchmarks.tag import SCALE_TEAMS, make_ours
+    from gpu_envs.tag_params import seed_config
+
+    taggers, runners = SCALE_TEAMS
+    params = {**seed_config(), "num_taggers": taggers, "num_runners": runners}
+    runner = make_ours(num_envs, 0, device=device, **params)
+    setting = f"{num_envs} envs x {taggers + runners} agents ({taggers} taggers)"
+    record = {"game": "tag", "num_envs": num_envs, "agents_per_env": taggers + runners}
+    return [_throughput_row("tag scale throughput", setting, runner, timing_options, record)]
+
+
+# --------------------------------------------------------------------------------------- trainer
+def trainer_throughput(device: str, iterations: int, overrides: Sequence[str] = ()) -> list[Row]:
+    """End-to-end env-steps/s of ``gpu-envs train tag`` (the seed run config) with Fabric on
+    ``device``'s kind: ``iterations`` of rollout, advantages and update, evaluations excluded.
+
+    ``overrides`` (dotted ``key=value``) change the config, e.g. to shrink it for a test. The run's
+    console output goes to stderr; its experiment folder to a temporary folder.
+    """
+    import contextlib
+    import tempfile
+
+    from gpu_envs.trainers.config import RunConfig, apply_overrides
+    from gpu_envs.trainers.fabric_loop import train
+    from gpu_envs.trainers.presets import preset
+
+    accelerator = "cpu" if device == "cpu" else "cuda"
+    with tempfile.TemporaryDirectory() as folder:
+        data = apply_overrides(preset("tag"), list(overrides))
+        batch = data["trainer"]["train_batch_size"]
+        data = apply_overrides(
+            data,
+            [
+                f"trainer.accelerator={accelerator}",
+                "trainer.devices=1",
+                f"trainer.total_timesteps={iterations * batch}",
+                "trainer.progress_bar=false",
+                f"saving.basedir={folder}",
+            ],
+        )
+        with contextlib.redirect_stdout(sys.stderr):
+            result = train(RunConfig.from_dict(data))
+    rate = result["env_steps"] / result["train_seconds"]
+    setting = f"seed run config, {result['iterations']} iterations, Fabric on {accelerator}"
+    text = f"{report.format_rate(rate)} env-steps/s ({result['env_steps']} env steps)"
+    record = {"kind": "throughput", "game": "tag", "env_steps_per_s": rate, **result}
+    return [Row("trainer throughput", setting, text, "", record)]
+
+
 # --------------------------------------------------------------------------------------- command
 def _log2_range(text: str) -> range:
     try:
@@ -248,6 +300,18 @@ def add_parser(subparsers) -> None:
             metavar="LOW:HIGH",
             help=f"{game} throughput sizes 2^LOW..2^HIGH ({low}:{high})",
         )
+    parser.add_argument(
+        "--tag-scale-envs",
+        type=int,
+        default=2000,
+        help="games of the 1000-agent Tag scale point (2000; 0 skips it)",
+    )
+    parser.add_argument(
+        "--trainer-iterations",
+        type=int,
+        default=10,
+        help="iterations of the seed run config's training timed end to end (10; 0 skips it)",
+    )
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats per size (3)")
     parser.add_argument(
         "--target-seconds", type=float, default=0.3, help="length of one repeat (0.3)"
@@ -280,7 +344,8 @@ def _quick(args) -> None:
 
 
 def plan(args) -> list[Callable[[], list[Row]]]:
-    """The checks to run, in order: CartPole parity and throughput, Pendulum parity, then Tag's."""
+    """The checks to run, in order: CartPole parity and throughput, Pendulum parity, Tag's parity,
+    throughput and scale point, then the trainer's end-to-end throughput."""
     if args.quick:
         _quick(args)
     timing_options = dict(
@@ -323,6 +388,12 @@ def plan(args) -> list[Callable[[], list[Row]]]:
     )
     if not args.skip_throughput:
         steps.append(lambda: tag_throughput(args.device, args.tag_log2, timing_options))
+        if args.tag_scale_envs > 0:
+            steps.append(
+                lambda: tag_scale_throughput(args.device, args.tag_scale_envs, timing_options)
+            )
+        if args.trainer_iterations > 0:
+            steps.append(lambda: trainer_throughput(args.device, args.trainer_iterations))
     return steps
 
 
