@@ -3,6 +3,7 @@
 Shape (the original GPU framework's run config, plus PPO and evaluation fields with defaults)::
 
     name: cartpole | pendulum | tag | tag_continuous  # the game
+    defaults: gpu_envs | warpdrive              # whose defaults the keys left out take
     env: {...}                                  # keyword arguments of the game's env
     trainer: {num_envs, train_batch_size, num_episodes, total_timesteps, seed, accelerator, ...}
     policy:
@@ -13,8 +14,11 @@ Shape (the original GPU framework's run config, plus PPO and evaluation fields w
 ``RunConfig.from_dict`` merges plain data (a preset, a YAML file, the seed notebook's dict) into
 the schema: OmegaConf converts and checks the types (``"1e-3"`` is a float, ``"fast"`` is not)
 and refuses unknown keys, then each field's ``Rule`` (its range or choices) and the two rules
-between fields run. Errors are ``ConfigError`` naming the field and the rule
-(``policy.runner.lr: must be > 0, got -1.0``). ``apply_overrides`` applies ``a.b.c=value``
+between fields run. The keys the data leaves out take the dataclass defaults below, or with
+``defaults: warpdrive`` the original framework's (``presets.WARPDRIVE_DEFAULTS``), which also
+reads its two keys we do not have (``trainer.num_gpus``, ``policy.<tag>.normalize_return``).
+Errors are ``ConfigError`` naming the field and the rule (``policy.runner.lr: must be > 0, got
+-1.0``). ``apply_overrides`` applies ``a.b.c=value``
 strings; ``load_yaml``, ``to_yaml`` and ``dump_yaml`` read and write YAML.
 """
 
@@ -40,6 +44,8 @@ from omegaconf.errors import (
     OmegaConfBaseException,
     ValidationError,
 )
+
+from gpu_envs.trainers import presets
 
 
 class ConfigError(ValueError):
@@ -226,6 +232,10 @@ GAMES = {
 }
 
 
+#: The values of ``RunConfig.defaults``.
+DEFAULTS = ("gpu_envs", "warpdrive")
+
+
 def game_of(name: str) -> str:
     """The game ("cartpole", "pendulum" or "tag") a config ``name`` or env id designates."""
     try:
@@ -242,6 +252,10 @@ class RunConfig:
         metadata={"rule": Rule(lambda name: name.lower() in GAMES, f"one of {', '.join(GAMES)}")}
     )
     """The game (or its env id); ``tag_continuous`` is the seed config's name for Tag."""
+    defaults: str = ruled("gpu_envs", one_of(*DEFAULTS))
+    """Where the keys the config leaves out take their values: ``gpu_envs``, the defaults of these
+    dataclasses, or ``warpdrive``, the original framework's (``presets.WARPDRIVE_DEFAULTS``: A2C,
+    ``vf_loss_coeff`` 0.01, ``entropy_coeff`` 0.05, a constant learning rate, ...)."""
     env: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the game's env (the game checks them)."""
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
@@ -275,9 +289,13 @@ class RunConfig:
 
 
 def _typed(data: Mapping[str, Any]) -> DictConfig:
-    """The schema with ``data`` merged in: types converted and checked, unknown keys refused."""
+    """The schema with ``data`` merged in: types converted and checked, unknown keys refused.
+
+    With ``defaults: warpdrive`` the keys ``data`` leaves out are WarpDrive's first."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"config: must be a mapping, got {type(data).__name__}")
+    if data.get("defaults") == "warpdrive":
+        data = presets.with_warpdrive_defaults(_read_warpdrive_keys(data))
     try:
         with _named_errors():
             return OmegaConf.merge(OmegaConf.structured(RunConfig), data)
@@ -287,6 +305,47 @@ def _typed(data: Mapping[str, Any]) -> DictConfig:
             raise
         path, value = misplaced
         raise ConfigError(f"{path}: must be a mapping, got {value!r}") from None
+
+
+_SCHEDULED = ("lr", "vf_loss_coeff", "entropy_coeff")
+
+
+def _read_warpdrive_keys(data: Mapping[str, Any]) -> dict:
+    """``data`` with WarpDrive's keys we do not have read into ours: ``trainer.num_gpus`` is
+    ``trainer.devices``; ``normalize_return`` false is what we do (true is refused), and its
+    ``[[timestep, value], ...]`` schedules are refused by name."""
+    data = dict(data)
+    trainer = data.get("trainer")
+    if isinstance(trainer, Mapping) and "num_gpus" in trainer:
+        trainer = dict(trainer)
+        if "devices" in trainer:
+            raise ConfigError("trainer.num_gpus: WarpDrive's name for trainer.devices; give one")
+        trainer["devices"] = trainer.pop("num_gpus")
+        data["trainer"] = trainer
+    policies = data.get("policy")
+    if not isinstance(policies, Mapping):
+        return data
+    data["policy"] = dict(policies)
+    for tag, policy in policies.items():
+        if not isinstance(policy, Mapping):
+            continue
+        for key in _SCHEDULED:
+            value = policy.get(key)
+            if isinstance(value, list) and value and all(isinstance(v, list) for v in value):
+                raise ConfigError(
+                    f"policy.{tag}.{key}: must be a number; WarpDrive's [[timestep, value], ...] "
+                    f"schedules are not supported (anneal_lr: true anneals the learning rate "
+                    f"linearly to 0), got {value!r}"
+                )
+        if "normalize_return" in policy:
+            policy = dict(policy)
+            if policy.pop("normalize_return") is not False:
+                raise ConfigError(
+                    f"policy.{tag}.normalize_return: must be false (the returns are not "
+                    "normalised; normalize_advantage normalises the advantages)"
+                )
+            data["policy"][tag] = policy
+    return data
 
 
 def _check_rules(node: Any, path: str) -> None:
@@ -399,6 +458,9 @@ def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict:
     values are parsed as YAML. Types and key names are checked now, ranges by ``from_dict``. An
     override sets a field of an existing policy, not a new policy (a misspelt tag).
     """
+    chosen = [item.partition("=")[2] for item in overrides if item.partition("=")[0] == "defaults"]
+    if chosen:  # before the merge: the defaults decide what the keys left out become
+        data = {**data, "defaults": chosen[-1].strip()}
     config = _typed(data)
     for item in overrides:
         key, sep, text = item.partition("=")

@@ -1,12 +1,17 @@
 """Bundled run configs: ``cartpole`` and ``pendulum`` (tuned for fast CPU learning) and ``tag`` (the
-seed config).
+seed config); and the original GPU framework's defaults.
 
 Each preset is plain data in the ``RunConfig`` shape; ``preset(name)`` returns a fresh deep copy.
+``WARPDRIVE_DEFAULTS`` is what WarpDrive gives the keys a run config leaves out, in our schema;
+``with_warpdrive_defaults(data)`` fills them in (``RunConfig`` does, for ``defaults: warpdrive``).
 """
 
 from __future__ import annotations
 
 import copy
+import time
+from collections.abc import Mapping
+from typing import Any
 
 from gpu_envs.tag_params import seed_config
 
@@ -61,12 +66,14 @@ CARTPOLE = dict(
 # longer rollouts, rl-zoo's discounting for Pendulum (gamma 0.9, GAE 0.95), four minibatches, 64x64
 # units. Stops at a greedy evaluation mean >= -250 over 100 seeded episodes (10 let a policy that
 # scores -490 on other seeds pass).
-def _merged(base: dict, changes: dict) -> dict:
+def _merged(base: dict, changes: Mapping) -> dict:
     """A deep copy of ``base`` with the nested ``changes`` applied."""
     merged = copy.deepcopy(base)
     for key, value in changes.items():
         merged[key] = (
-            _merged(merged[key], value) if isinstance(value, dict) and key in merged else value
+            _merged(merged[key], value)
+            if isinstance(value, Mapping) and isinstance(merged.get(key), dict)
+            else copy.deepcopy(value)
         )
     return merged
 
@@ -122,6 +129,72 @@ TAG = dict(
 )
 
 PRESETS = {"cartpole": CARTPOLE, "pendulum": PENDULUM, "tag": TAG}
+
+# WarpDrive 1.6.5 (the version the Lightning notebook installs): its
+# warp_drive/training/run_configs/default_configs.yaml, which its WarpDriveModule merges into a run
+# config, then the behaviour of its trainer for the fields of ours that file has no key for
+# (docs/tutorial-tag-lightning.md has the table, key by key). Its trainer's seed, when the config
+# gives none, is the clock's: with_warpdrive_defaults draws it.
+WARPDRIVE_DEFAULTS = dict(
+    trainer=dict(num_envs=10, num_episodes=10000, train_batch_size=10000),
+    policy=dict(
+        to_train=False,
+        algorithm="A2C",
+        vf_loss_coeff=0.01,
+        entropy_coeff=0.05,
+        clip_grad_norm=True,
+        max_grad_norm=0.5,
+        normalize_advantage=False,
+        clip_param=0.01,
+        gamma=0.98,
+        lr=0.0001,
+        gae_lambda=1.0,  # discounted returns bootstrapped at the rollout's end (no GAE)
+        anneal_lr=False,  # a number is a constant learning rate
+        update_epochs=1,  # one full-batch gradient step per iteration, PPO too
+        num_minibatches=1,
+        adam_eps=1e-8,  # torch.optim.Adam's own
+        clip_vloss=False,
+        model=dict(
+            type="fully_connected",
+            fc_dims=[64, 64],
+            model_ckpt_filepath="",
+            activation="relu",  # its FullyConnected model
+            ortho_init=False,  # torch's default initialisation
+        ),
+    ),
+    saving=dict(
+        metrics_log_freq=100,
+        model_params_save_freq=1000,
+        basedir="/tmp",
+        name="default",
+        tag="experiment",
+    ),
+)
+
+
+def with_warpdrive_defaults(data: Mapping[str, Any]) -> dict:
+    """``data`` (not changed) with every key of ``WARPDRIVE_DEFAULTS`` it leaves out filled in, in
+    ``trainer``, ``saving`` and each policy, and ``trainer.seed``, when left out, drawn from the
+    clock as WarpDrive does (``int(time.time())``). A section that is not a mapping is left for
+    the schema to refuse."""
+    sections = {
+        "trainer": {**WARPDRIVE_DEFAULTS["trainer"], "seed": int(time.time())},
+        "saving": WARPDRIVE_DEFAULTS["saving"],
+    }
+    filled = dict(data)
+    for key, defaults in sections.items():
+        given = filled.get(key, {})
+        if isinstance(given, Mapping):
+            filled[key] = _merged(defaults, given)
+    policies = filled.get("policy")
+    if isinstance(policies, Mapping):
+        filled["policy"] = {
+            tag: _merged(WARPDRIVE_DEFAULTS["policy"], given)
+            if isinstance(given, Mapping)
+            else given
+            for tag, given in policies.items()
+        }
+    return filled
 
 
 def preset(name: str) -> dict:
