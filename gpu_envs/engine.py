@@ -23,6 +23,7 @@ reads), validation of actions, fresh output tensors per step, launches on torch'
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import secrets
@@ -45,6 +46,7 @@ from gpu_envs.validation import (
     check_action_layout,
     check_all_reset,
     check_positive_int,
+    one_read,
     parse_autoreset_mode,
     per_env_seeds,
 )
@@ -103,7 +105,8 @@ class KernelEnv:
         autoreset_mode: ``AutoresetMode`` NEXT_STEP (default), SAME_STEP or DISABLED, or its name.
         render_mode: None or one of ``metadata["render_modes"]``.
         validate_actions: check the actions' values before each step (their shape and dtype are
-            always checked). On CUDA the value check costs one host synchronisation per step.
+            always checked). On CUDA the value checks (with the finished-env check of DISABLED
+            autoreset) cost one host synchronisation per step between them.
     """
 
     game: ClassVar[str]
@@ -378,9 +381,10 @@ class KernelEnv:
         self._check_open()
         if not self._is_reset:
             raise RuntimeError("call reset() before step()")
-        actions = self.check_actions(actions)  # the input first, then the envs' state
-        if self.autoreset_mode == AutoresetMode.DISABLED and self.validate_actions:
-            check_all_reset(self._tensors.needs_reset, self.env_noun)
+        with self._checks():  # the input first, then the envs' state
+            actions = self.check_actions(actions)
+            if self.autoreset_mode == AutoresetMode.DISABLED and self.validate_actions:
+                check_all_reset(self._tensors.needs_reset, self.env_noun)
         if self._on_cpu:
             outputs = self._step_on_cpu(actions)
         else:
@@ -439,6 +443,11 @@ class KernelEnv:
     def step_info(self) -> dict[str, Any]:
         """The ``info`` of :meth:`step` (SAME_STEP's final outputs are added by the engine)."""
         return {}
+
+    def _checks(self):
+        """The value checks of a step: on CUDA their device flags are read back once, together
+        (:func:`~gpu_envs.validation.one_read`); on the CPU each is read when made."""
+        return contextlib.nullcontext() if self._on_cpu else one_read(self.device)
 
     def _stream(self) -> dict:
         return {} if self.kernel_target == "cpu" else {"stream": devices.launch_stream(self.device)}

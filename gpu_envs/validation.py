@@ -1,9 +1,19 @@
-"""Checks on user input that run before any kernel, with errors that name the problem."""
+"""Checks on user input that run before any kernel, with errors that name the problem.
+
+Value checks of tensors on a CUDA device run there and leave a flag; reading it back is a host
+synchronisation. Inside :func:`one_read` the flags of every check on that block's device are read
+together, once, when the block ends (the engine's step: its action check and the envs' state
+check cost one read between them).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import NoReturn
 
 import numpy as np
 import torch
@@ -42,6 +52,64 @@ MAX_EPISODE_STEPS = 2**31 - 1
 #: velocity (and so every state and observation) finite in float32.
 RESET_BOUND_LIMIT = 2.0**60
 _DEVICE_TYPES = ("cpu", "cuda")
+
+
+@dataclass
+class _PendingChecks:
+    device: torch.device
+    flags: list[torch.Tensor] = field(default_factory=list)
+    errors: list[Callable[[], NoReturn]] = field(default_factory=list)
+
+
+_PENDING: ContextVar[_PendingChecks | None] = ContextVar("gpu_envs_pending_checks", default=None)
+
+
+@contextlib.contextmanager
+def one_read(device: torch.device) -> Iterator[None]:
+    """Defer the value checks of tensors on ``device`` made inside the block: their flags stay on
+    the device and are read back together when the block ends (one device-to-host transfer), and
+    the first failed check then raises its error. Tensors on ``device`` are checked with torch ops
+    there even when ``device`` is the CPU (the simulated CUDA device), as on a GPU."""
+    pending = _PendingChecks(device)
+    token = _PENDING.set(pending)
+    try:
+        yield
+    finally:
+        _PENDING.reset(token)
+    if pending.flags:
+        failed = torch.stack(pending.flags).tolist()  # the one read
+        for bad, raise_error in zip(failed, pending.errors):
+            if bad:
+                raise_error()
+
+
+def _on_device(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor``'s values are checked by torch ops where it lives, leaving a flag: on a
+    CUDA device, or on the device of an open :func:`one_read`."""
+    pending = _PENDING.get()
+    return tensor.device.type == "cuda" or (pending is not None and tensor.device == pending.device)
+
+
+def _check(flag: torch.Tensor, raise_error: Callable[[], NoReturn]) -> None:
+    """Call ``raise_error`` if the 0-dim bool ``flag`` is set: when an open :func:`one_read` on the
+    flag's device reads it, else now."""
+    pending = _PENDING.get()
+    if pending is not None and flag.device == pending.device:
+        pending.flags.append(flag)
+        pending.errors.append(raise_error)
+    elif bool(flag):
+        raise_error()
+
+
+def _outside(rows: torch.Tensor, low: list, high: list) -> torch.Tensor:
+    """[R, K] bool: ``rows[r, k]`` outside ``[low[k], high[k]]`` (NaN is outside). The bounds are
+    Python numbers compared as scalars, so none is copied to the device."""
+    if len(set(low)) == 1 and len(set(high)) == 1:
+        return ~((rows >= low[0]) & (rows <= high[0]))
+    outside = torch.empty(rows.shape, dtype=torch.bool, device=rows.device)
+    for k, (lo, hi) in enumerate(zip(low, high)):
+        outside[:, k] = ~((rows[:, k] >= lo) & (rows[:, k] <= hi))
+    return outside
 
 
 def is_int(value) -> bool:
@@ -159,18 +227,27 @@ def as_box_action_tensor(
     the first offending entry otherwise. Out-of-range actions are refused, not clipped.
     """
     tensor = _float_layout(actions, shape, name)
-    low_t = torch.as_tensor(low, dtype=torch.float64, device=tensor.device)
-    high_t = torch.as_tensor(high, dtype=torch.float64, device=tensor.device)
-    outside = ~((tensor >= low_t) & (tensor <= high_t))  # NaN is outside
-    if bool(outside.any()):
-        where = tuple(int(v) for v in outside.nonzero()[0].tolist())
-        value = float(tensor[where])
+    low_a, high_a = (np.asarray(bound, dtype=np.float64) for bound in (low, high))
+    full = [np.broadcast_to(bound, shape).reshape(shape[0], -1) for bound in (low_a, high_a)]
+    rows = tensor.reshape(shape[0], -1).to(torch.float64)
+    if all((bound == bound[:1]).all() for bound in full):  # the same bounds for every row
+        outside = _outside(rows, full[0][0].tolist(), full[1][0].tolist())
+    else:
+        bounds = [torch.as_tensor(bound, device=tensor.device) for bound in full]
+        outside = ~((rows >= bounds[0]) & (rows <= bounds[1]))
+
+    def raise_error() -> NoReturn:
+        values, bad = tensor.detach().cpu().double(), outside.reshape(shape).cpu()
+        where = tuple(int(v) for v in bad.nonzero()[0].tolist())
+        value = float(values[where])
         rule = (
             "must be finite"
             if not math.isfinite(value)
-            else f"is out of range: allowed [{_describe(low_t)}, {_describe(high_t)}]"
+            else f"is out of range: allowed [{_describe(low_a)}, {_describe(high_a)}]"
         )
         raise ValueError(f"{name}{list(where)} = {value} {rule}")
+
+    _check(outside.any(), raise_error)
     return tensor.to(device=device, dtype=dtype)
 
 
@@ -186,21 +263,18 @@ def _float_layout(actions, shape: tuple[int, ...], name: str) -> torch.Tensor:
 
 
 def _check_range(tensor: torch.Tensor, upper, name: str) -> None:
-    if (
-        tensor.device.type == "cpu" or tensor.dtype in _WIDE_UNSIGNED
-    ):  # torch cannot compare those on CUDA
+    bounds = np.asarray(upper, dtype=np.int64).reshape(-1)
+    if _on_device(tensor) and tensor.dtype not in _WIDE_UNSIGNED:  # torch cannot compare those
+        rows = tensor.reshape(-1, bounds.size).to(torch.int64)
+        flag = _outside(rows, [0] * bounds.size, bounds.tolist()).any()
+        _check(flag, lambda: raise_out_of_range(tensor, torch.as_tensor(upper), name))
+    elif any_out_of_range(tensor.cpu().numpy().reshape(-1, bounds.size), bounds):
         # One compiled, vectorised pass without temporaries; the failing entry is looked up only on
         # error.
-        bounds = np.asarray(upper, dtype=np.int64).reshape(-1)
-        if any_out_of_range(tensor.cpu().numpy().reshape(-1, bounds.size), bounds):
-            raise_out_of_range(tensor, torch.as_tensor(upper), name)
-    else:
-        bad = (tensor < 0) | (tensor > torch.as_tensor(upper, device=tensor.device))
-        if bool(bad.any()):
-            raise_out_of_range(tensor, torch.as_tensor(upper, device=tensor.device), name)
+        raise_out_of_range(tensor, torch.as_tensor(upper), name)
 
 
-def raise_out_of_range(tensor: torch.Tensor, upper: torch.Tensor, name: str):
+def raise_out_of_range(tensor: torch.Tensor, upper: torch.Tensor, name: str) -> NoReturn:
     """Raise a ValueError naming the first entry of ``tensor`` outside ``[0, upper]``."""
     values = tensor.detach().cpu().numpy()  # NumPy compares every integer dtype, uint64 included
     high = upper.detach().cpu().numpy() if isinstance(upper, torch.Tensor) else np.asarray(upper)
@@ -211,7 +285,7 @@ def raise_out_of_range(tensor: torch.Tensor, upper: torch.Tensor, name: str):
 
 
 def _describe(upper) -> str:
-    if isinstance(upper, torch.Tensor):
+    if isinstance(upper, (torch.Tensor, np.ndarray)):
         upper = upper.tolist()
     return str(upper)
 
@@ -310,10 +384,13 @@ def per_env_seeds(seed, num_envs: int, device: torch.device, noun: str = "env") 
 
 def check_all_reset(needs_reset: torch.Tensor, noun: str) -> None:
     """With autoreset DISABLED, refuse to step while any ``noun`` (env, game) ended without a
-    reset."""
-    if bool(needs_reset.any()):
+    reset (inside :func:`one_read`, when it ends)."""
+
+    def raise_error() -> NoReturn:
         ids = needs_reset.nonzero().flatten()[:8].tolist()
         raise RuntimeError(
             f"{noun}(s) {ids} finished and were not reset: with autoreset_mode=DISABLED call "
             "reset(options={'reset_mask': mask}) for them before stepping"
         )
+
+    _check(needs_reset.any(), raise_error)

@@ -25,38 +25,55 @@ simulator_only = pytest.mark.skipif(
     not devices.simulated_cuda(), reason="records the simulator's launches"
 )
 
-#: game -> (make(device), reset options that change the constants the kernels read).
+#: game -> make(device, **keywords): a small env of the game.
+MAKE = {
+    "cartpole": lambda device, **kw: CartPoleVectorEnv(
+        4, device, dtype=torch.float32, max_episode_steps=3, **kw
+    ),
+    "pendulum": lambda device, **kw: PendulumVectorEnv(
+        3, device, dtype=torch.float64, max_episode_steps=3, **kw
+    ),
+    "tag": lambda device, **kw: TagVectorEnv(2, device, **faces.TAG, **kw),
+}
+#: game -> (keywords, reset options that change the constants the kernels read). Tag's "fixed"
+#: reset mode draws the shared start state at the seeded reset and copies it as a constant.
 GAMES = {
-    "cartpole": (
-        lambda device: CartPoleVectorEnv(
-            4, device, dtype=torch.float32, max_episode_steps=3, autoreset_mode="disabled"
-        ),
-        {"low": -0.1, "high": 0.1},
-    ),
-    "pendulum": (
-        lambda device: PendulumVectorEnv(
-            3, device, dtype=torch.float64, max_episode_steps=3, autoreset_mode="same_step"
-        ),
-        {"x_init": 3.0, "y_init": 1.0},
-    ),
-    # "fixed" draws the shared start state at the seeded reset and copies it as a constant.
-    "tag": (lambda device: TagVectorEnv(2, device, reset_mode="fixed", **faces.TAG), {}),
+    "cartpole": ({"autoreset_mode": "disabled"}, {"low": -0.1, "high": 0.1}),
+    "pendulum": ({"autoreset_mode": "same_step"}, {"x_init": 3.0, "y_init": 1.0}),
+    "tag": ({"reset_mode": "fixed"}, {}),
 }
 STEPS = 5
 
 
+def make(game: str, device: str):
+    keywords, _ = GAMES[game]
+    return MAKE[game](device, **keywords)
+
+
+def actions_of(env, rng: np.random.Generator) -> torch.Tensor:
+    """Random valid actions for one step of ``env``, on its device."""
+    batch = (env.num_envs, env.num_agents) if isinstance(env, TagVectorEnv) else (env.num_envs,)
+    return torch.from_numpy(faces.sample_actions(rng, env.single_action_space, batch)).to(
+        env.device
+    )
+
+
+def reset_finished(env) -> list:
+    """In DISABLED mode, reset the envs that finished (by mask); the reset's output, if any."""
+    ended = env.state_snapshot()["needs_reset"]
+    if env.autoreset_mode == AutoresetMode.DISABLED and bool(ended.any()):
+        return [env.reset(options={"reset_mask": ended})]
+    return []
+
+
 def play(env, options: dict) -> list:
-    """A seeded reset with ``options``, then steps; in DISABLED mode finished envs are reset by
-    mask after each step. Returns every output."""
+    """A seeded reset with ``options``, then steps, each followed by :func:`reset_finished`.
+    Returns every output."""
     outputs = [env.reset(seed=5, options=options)]
     rng = np.random.default_rng(0)
-    batch = (env.num_envs, env.num_agents) if isinstance(env, TagVectorEnv) else (env.num_envs,)
     for _ in range(STEPS):
-        actions = faces.sample_actions(rng, env.single_action_space, batch)
-        outputs.append(env.step(torch.from_numpy(actions)))
-        ended = env.state_snapshot()["needs_reset"]
-        if env.autoreset_mode == AutoresetMode.DISABLED and bool(ended.any()):
-            outputs.append(env.reset(options={"reset_mask": ended}))
+        outputs.append(env.step(actions_of(env, rng)))
+        outputs.extend(reset_finished(env))
     return outputs
 
 
@@ -122,12 +139,12 @@ def test_launches_and_copies_go_to_the_launch_stream(
 ):
     from numba import cuda
 
-    make, options = GAMES[game]
-    cpu = make("cpu")
+    options = GAMES[game][1]
+    cpu = make(game, "cpu")
     expected = play(cpu, options)
     stream = cuda.stream()
     monkeypatch.setattr(devices, "launch_stream", lambda device: stream)
-    sim = make("cuda")
+    sim = make(game, "cuda")
     assert_same(expected, play(sim, options), "outputs")
     assert_envs_match(cpu, sim, "the end")
     assert not off_stream(stream_log, stream), f"not on the launch stream: {stream_log}"
@@ -155,8 +172,7 @@ def test_a_reset_on_the_default_stream_is_caught(monkeypatch, stream_log):
             driver, num_envs, mask, args, num_agents
         ),
     )
-    make, options = GAMES["cartpole"]
-    play(make("cuda"), options)
+    play(make("cartpole", "cuda"), GAMES["cartpole"][1])
     off = off_stream(stream_log, stream)
     assert off and all(what.endswith("_reset_kernel") for what in off)
 
@@ -164,10 +180,75 @@ def test_a_reset_on_the_default_stream_is_caught(monkeypatch, stream_log):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 @pytest.mark.parametrize("game", list(GAMES))
 def test_on_a_gpu_the_envs_follow_a_non_default_torch_stream(game, assert_same):
-    make, options = GAMES[game]
-    expected = play(make("cpu"), options)
+    options = GAMES[game][1]
+    expected = play(make(game, "cpu"), options)
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):
-        actual = play(make("cuda"), options)
+        actual = play(make(game, "cuda"), options)
     side.synchronize()
     assert_same(expected, actual, "outputs")
+
+
+# ------------------------------------------------------------------------ host reads per step
+#: The tensor methods that read a value back to the host: a synchronisation on a GPU.
+HOST_READS = ("__bool__", "__int__", "__float__", "__index__", "item", "tolist", "cpu")
+
+
+@pytest.fixture
+def count_host_reads(monkeypatch):
+    """``count(call, *args)`` runs ``call(*args)`` and returns its result and the names of the
+    host reads (:data:`HOST_READS`) it made on tensors."""
+
+    reads: list[str] = []
+
+    def counted(name, method):
+        def read(tensor, *args, **kwargs):
+            reads.append(name)
+            return method(tensor, *args, **kwargs)
+
+        return read
+
+    def count(call, *args):
+        reads.clear()
+        with monkeypatch.context() as patch:
+            for name in HOST_READS:
+                patch.setattr(torch.Tensor, name, counted(name, getattr(torch.Tensor, name)))
+            result = call(*args)
+        return result, list(reads)
+
+    return count
+
+
+@pytest.mark.parametrize("validate", [False, True])
+@pytest.mark.parametrize("mode", ["next_step", "disabled"])
+@pytest.mark.parametrize("game", list(MAKE))
+def test_a_step_reads_back_nothing_or_once_with_validation(game, mode, validate, count_host_reads):
+    """Actions on the env's device: no host read without validation; with it, the action check
+    and DISABLED mode's finished-env check share one."""
+    env = MAKE[game]("cuda", autoreset_mode=mode, validate_actions=validate)
+    env.reset(seed=1)
+    rng = np.random.default_rng(0)
+    for step in range(STEPS):
+        _, reads = count_host_reads(env.step, actions_of(env, rng))
+        assert len(reads) == int(validate), f"step {step} read back {reads}"
+        reset_finished(env)
+
+
+#: game -> a bad entry written into valid actions.
+BAD_ACTION = {"cartpole": (0, 2), "pendulum": ((0, 0), 3.0), "tag": ((0, 0, 0), 99)}
+
+
+@pytest.mark.parametrize("game", list(MAKE))
+def test_the_shared_read_raises_the_action_error_first(game):
+    env = MAKE[game]("cuda", autoreset_mode="disabled")
+    env.reset(seed=1)
+    rng = np.random.default_rng(0)
+    while not bool(env.state_snapshot()["needs_reset"].any()):
+        env.step(actions_of(env, rng))
+    actions = actions_of(env, rng)
+    where, value = BAD_ACTION[game]
+    actions[where] = value
+    with pytest.raises(ValueError, match="out of range"):
+        env.step(actions)
+    with pytest.raises(RuntimeError, match="finished and were not reset"):
+        env.step(actions_of(env, rng))
