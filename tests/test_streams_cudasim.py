@@ -1,11 +1,18 @@
-"""The engine orders its CUDA work on torch's current stream: every kernel launch and every
-constant copy goes to ``devices.launch_stream(device)``, the numba stream of torch's current one.
+"""The engine's CUDA work is ordered on torch's current stream and a step waits for the device at
+most once.
+
+Streams: every kernel launch and every constant copy goes to ``devices.launch_stream(device)``, the
+numba stream of torch's current one.
 
 Under the simulator torch has no CUDA stream, so ``launch_stream`` is replaced by a non-default
 simulator stream and the simulator's launches and copies are recorded: a reset (with options that
 copy new constants), steps and partial resets of each game must all use that stream, and the
 outputs must still be the CPU env's. A launch or copy left on the default stream (numba's ``0``, or
 any other stream object) fails the test. On a GPU, the envs run under a non-default torch stream.
+
+Host reads: with actions on the env's device, a step reads nothing back to the host without action
+validation and one value with it (the action check and DISABLED mode's finished-env check share
+it), counted on the tensor methods that read (``bool``, ``item``, ``tolist``, ``cpu``, ...).
 """
 
 import numpy as np
