@@ -100,19 +100,20 @@ def as_uint64_view(tensor: torch.Tensor):
 
 def launch_stream(device: torch.device):
     """The numba stream matching torch's current stream on ``device`` (the simulator's default
-    stream for a simulated device), made once per torch stream."""
+    stream for a simulated device), made once per torch stream and device (every device's default
+    stream has the handle 0). Call it inside :func:`numba_context` of ``device``."""
     from numba import cuda
 
     if device.type == "cpu":
         return cuda.default_stream()
-    handle = torch.cuda.current_stream(device).cuda_stream
-    stream = _EXTERNAL_STREAMS.get(handle)
+    key = (device.index, torch.cuda.current_stream(device).cuda_stream)
+    stream = _EXTERNAL_STREAMS.get(key)
     if stream is None:
-        stream = _EXTERNAL_STREAMS[handle] = cuda.external_stream(handle)
+        stream = _EXTERNAL_STREAMS[key] = cuda.external_stream(key[1])
     return stream
 
 
-_EXTERNAL_STREAMS: dict[int, object] = {}
+_EXTERNAL_STREAMS: dict[tuple[int | None, int], object] = {}
 
 
 def numba_context(device: torch.device):
