@@ -38,8 +38,9 @@ TINY = [
 ]
 
 
-def _run_config() -> dict:
-    return apply_overrides(preset("tag"), TINY)
+def _run_config(basedir="/nonexistent-unwritten") -> dict:
+    """The tiny config; a module that fits writes its experiment folder under ``basedir``."""
+    return apply_overrides(preset("tag"), [*TINY, f"saving.basedir={basedir}"])
 
 
 def _env(run_config: dict) -> gpu_envs.TagEnv:
@@ -53,7 +54,7 @@ def _params(module: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 def test_two_epochs_train_both_policies_and_log_their_metrics(capsys, tmp_path):
-    run_config = _run_config()
+    run_config = _run_config(tmp_path)
     env = _env(run_config)
     policy_tag_to_agent_id_map = {"tagger": list(env.taggers), "runner": list(env.runners)}
     module = TagLightningModule(
@@ -134,8 +135,8 @@ def test_a_typed_config_and_the_default_agent_map_are_accepted():
     )  # runner, tagger
 
 
-def test_training_without_the_reset_callback_names_it():
-    run_config = _run_config()
+def test_training_without_the_reset_callback_names_it(tmp_path):
+    run_config = _run_config(tmp_path)
     module = TagLightningModule(env=_env(run_config), config=run_config)
     trainer = pl.Trainer(
         accelerator="cpu",
@@ -174,9 +175,11 @@ def test_env_and_config_must_agree_on_the_number_of_games():
         TagLightningModule(env=env, config=run_config)
 
 
-def test_a_frozen_policy_keeps_its_weights_while_the_other_learns_through_its_compiled_loss():
+def test_a_frozen_policy_keeps_its_weights_while_the_other_learns_through_its_compiled_loss(
+    tmp_path,
+):
     run_config = apply_overrides(
-        _run_config(), ["policy.runner.to_train=false", "trainer.compile=true"]
+        _run_config(tmp_path), ["policy.runner.to_train=false", "trainer.compile=true"]
     )
     module = TagLightningModule(env=_env(run_config), config=run_config, verbose=False)
     before = {tag: _params(policy) for tag, policy in module.policies.items()}
@@ -221,8 +224,8 @@ def test_the_env_is_seen_through_the_trainers_tag_game():
         )
 
 
-def test_a_fractional_max_epochs_is_refused_by_name():
-    run_config = _run_config()
+def test_a_fractional_max_epochs_is_refused_by_name(tmp_path):
+    run_config = _run_config(tmp_path)
     module = TagLightningModule(env=_env(run_config), config=run_config)
     trainer = pl.Trainer(
         accelerator="cpu",
@@ -238,8 +241,8 @@ def test_a_fractional_max_epochs_is_refused_by_name():
         trainer.fit(module)
 
 
-def test_a_diverging_policy_stops_the_run_as_in_the_fabric_trainer():
-    run_config = _run_config()
+def test_a_diverging_policy_stops_the_run_as_in_the_fabric_trainer(tmp_path):
+    run_config = _run_config(tmp_path)
     module = TagLightningModule(env=_env(run_config), config=run_config, verbose=False)
     collect = module.collector.collect
 

@@ -3,25 +3,33 @@ progress bar.
 
 ``policy_block`` and ``speed_block`` return the ``name : value`` lines (40-character names) that
 the original printed every ``metrics_log_freq`` iterations; the same dicts go to results.json.
+``SpeedWindow`` gathers the speed block's inputs over the iterations between two prints.
 """
 
 from __future__ import annotations
 
+import math
 import sys
+import time
 
 from gpu_envs.trainers.metrics import IterationRecord, episode_summary
 from gpu_envs.trainers.rollout import PolicyGroup
+from gpu_envs.trainers.timing import PHASES
 
 RULE = "=" * 40
+#: What the console prints for an episode statistic of a window in which no episode ended (the
+#: block holds None there: results.json writes null).
+NO_EPISODE = "no episode ended in this window"
 
 
 def policy_block(
     group: PolicyGroup, records: list[IterationRecord], heads: int
-) -> dict[str, float]:
+) -> dict[str, float | None]:
     """``group``'s metrics by the original's names: the learner statistics of the last record, the
-    episodes of all ``records``."""
+    episodes of all ``records`` (None when no episode ended in them)."""
     cfg, last = group.config, records[-1].policies[group.tag]
     episodes = episode_summary(records, group.tag)
+    reward = None if math.isnan(episodes["reward_mean"]) else episodes["reward_mean"]
     values = {
         "VF loss coefficient": cfg.vf_loss_coeff,
         "Entropy coefficient": cfg.entropy_coeff,
@@ -33,7 +41,9 @@ def policy_block(
         "Min. rewards": last["reward_min"],
         "Mean value function": last["value_mean"],
         "Mean advantages": last["advantage_mean"],
-        "Mean (norm.) advantages": last["norm_advantage_mean"],
+        "Mean (norm.) advantages": last["norm_advantage_mean"]
+        if cfg.normalize_advantage
+        else last["advantage_mean"],
         "Mean (discounted) returns": last["return_mean"],
         "Mean entropy": last["entropy"],
         "Variance explained by the value function": last["explained_variance"],
@@ -48,8 +58,8 @@ def policy_block(
             "Learning rate": last["cur_lr"],
             "Approx. KL": last["approx_kl"],
             "Clip fraction": last["clip_fraction"],
-            "Mean episodic reward": episodes["reward_mean"],
-            "Mean episodic reward per agent": episodes["reward_mean"] / group.num_agents,
+            "Mean episodic reward": reward,
+            "Mean episodic reward per agent": None if reward is None else reward / group.num_agents,
         }
     )
     return values
@@ -86,12 +96,62 @@ def format_blocks(blocks: dict[str, dict], speed: dict) -> str:
 
 
 def format_block(title: str, values: dict) -> str:
-    """``title`` between rules, then ``name : value`` lines as the original printed them."""
+    """``title`` between rules, then ``name : value`` lines as the original printed them (None:
+    ``NO_EPISODE``)."""
     lines = [RULE, title, RULE]
     for name, value in values.items():
-        text = f"{value:10.5f}" if isinstance(value, float) else f"{value:>10}"
+        if value is None:
+            text = NO_EPISODE
+        else:
+            text = f"{value:10.5f}" if isinstance(value, float) else f"{value:>10}"
         lines.append(f"{name:40}: {text}")
     return "\n".join(lines)
+
+
+class SpeedWindow:
+    """The speed block's inputs over the iterations since the last ``block()``: their phase times,
+    their agent steps and the wall time from the start of the first (``begin()``)."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._start: float | None = None
+        self._iterations = 0
+        self._agent_steps = 0.0
+        self._phase_ms = dict.fromkeys(PHASES, 0.0)
+
+    def begin(self) -> None:
+        """An iteration starts: the window's clock starts with its first."""
+        if self._start is None:
+            self._start = time.perf_counter()
+
+    def add(self, phase_ms: dict[str, float], agent_steps: float) -> None:
+        """An iteration ended, having spent ``phase_ms`` and taken ``agent_steps``."""
+        for name, ms in phase_ms.items():
+            self._phase_ms[name] += ms
+        self._iterations += 1
+        self._agent_steps += agent_steps
+
+    def collect_seconds(self) -> float:
+        """Seconds the window's iterations spent collecting (every phase but training)."""
+        return sum(ms for name, ms in self._phase_ms.items() if name != "training") / 1000.0
+
+    def block(self, iteration: int, num_iterations: int, steps_per_iteration: int) -> dict:
+        """``speed_block`` of the window (``steps_per_iteration`` env steps each); a new window
+        starts."""
+        total_ms = 1000.0 * (time.perf_counter() - (self._start or time.perf_counter()))
+        speed = speed_block(
+            iteration,
+            num_iterations,
+            self._iterations,
+            self._phase_ms,
+            total_ms,
+            steps_per_iteration * self._iterations,
+            int(self._agent_steps),
+        )
+        self._reset()
+        return speed
 
 
 class Progress:
