@@ -6,6 +6,7 @@ import dataclasses
 import time
 
 import pytest
+import yaml
 
 from gpu_envs.trainers.config import (
     ConfigError,
@@ -247,3 +248,25 @@ def test_warpdrives_own_keys_are_read_or_refused_by_name():
         RunConfig.from_dict(data)
     with pytest.raises(ConfigError, match="^defaults: must be 'gpu_envs' or 'warpdrive'"):
         RunConfig.from_dict(_notebook(defaults="rllib"))
+
+
+def test_a_config_whose_keys_are_filled_in_cannot_switch_its_defaults():
+    filled = apply_overrides(preset("tag"), [])  # every key given, under our defaults
+    with pytest.raises(ConfigError, match="^defaults: the config says 'gpu_envs'"):
+        apply_overrides(filled, ["defaults=warpdrive"])
+
+
+def test_the_cli_trains_the_notebooks_dict_from_a_yaml_file_with_warpdrives_defaults(tmp_path):
+    import argparse
+
+    from gpu_envs.trainers import cli_args
+
+    path = tmp_path / "notebook.yaml"
+    path.write_text(yaml.safe_dump(_notebook(defaults="warpdrive")))
+    parser = argparse.ArgumentParser()
+    cli_args.add_arguments(parser)
+    args, extra = parser.parse_known_args(["--config", str(path), "trainer.num_envs=10"])
+    config = cli_args.build_config(args, extra)
+    assert config.defaults == "warpdrive" and config.trainer.num_envs == 10
+    assert config.policy["runner"].entropy_coeff == 0.05
+    assert config.saving.name == "continuous_tag"

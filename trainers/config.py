@@ -457,10 +457,19 @@ def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict:
     ``policy.runner.lr=0.001``, ``trainer.num_envs=64``, ``policy.agent.model.fc_dims=[32,32]``;
     values are parsed as YAML. Types and key names are checked now, ranges by ``from_dict``. An
     override sets a field of an existing policy, not a new policy (a misspelt tag).
+    ``defaults=warpdrive`` applies before the keys left out are filled in, so ``data`` must not
+    name other ``defaults`` (its keys may be filled in already).
     """
     chosen = [item.partition("=")[2] for item in overrides if item.partition("=")[0] == "defaults"]
     if chosen:  # before the merge: the defaults decide what the keys left out become
-        data = {**data, "defaults": chosen[-1].strip()}
+        given, wanted = data.get("defaults"), chosen[-1].strip()
+        if given is not None and given != wanted:
+            raise ConfigError(
+                f"defaults: the config says {given!r}: its keys may be filled in with those "
+                f"defaults already; put defaults: {wanted} in the config itself (a YAML file "
+                "for gpu-envs train --config)"
+            )
+        data = {**data, "defaults": wanted}
     config = _typed(data)
     for item in overrides:
         key, sep, text = item.partition("=")
