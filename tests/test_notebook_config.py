@@ -270,3 +270,22 @@ def test_the_cli_trains_the_notebooks_dict_from_a_yaml_file_with_warpdrives_defa
     assert config.defaults == "warpdrive" and config.trainer.num_envs == 10
     assert config.policy["runner"].entropy_coeff == 0.05
     assert config.saving.name == "continuous_tag"
+
+
+def test_the_tutorial_maps_every_warpdrive_key_and_every_field_set_for_it():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "tutorial-tag-lightning.md").read_text()
+    rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| ")]
+    warpdrive_keys = {row[0].removeprefix("| ") for row in rows}
+    our_fields = " ".join(row[2] for row in rows if len(row) > 2)
+    for section, keys in WARPDRIVE_DEFAULT_CONFIGS.items():
+        prefix = "policy.<p>" if section == "policy" else section
+        for key, value in keys.items():
+            names = [f"{key}.{inner}" for inner in value] if key == "model" else [key]
+            for name in names:
+                assert f"`{prefix}.{name}`" in warpdrive_keys, name
+    for key in [*WARPDRIVE_BEHAVIOUR, "trainer.seed"]:
+        assert f"`{key}`" in our_fields, key
+    for key in WARPDRIVE_MODEL:
+        assert f"`model.{key}`" in our_fields, key

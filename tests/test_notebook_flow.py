@@ -3,6 +3,7 @@ at tiny sizes: WarpDrive's defaults for the keys the run config leaves out, the 
 notebook's arguments, the ``saving`` section honoured, the animations before and after training."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ from lightning.pytorch import Trainer
 
 from gpu_envs import TagEnv
 from gpu_envs.tag_rendering import render_episode
-from gpu_envs.trainers import load_policy
+from gpu_envs.trainers import console, load_policy
 from gpu_envs.trainers.config import RunConfig, load_yaml
 from gpu_envs.trainers.console import NO_EPISODE
 from gpu_envs.trainers.lightning_module import (
@@ -20,6 +21,23 @@ from gpu_envs.trainers.lightning_module import (
     PerfStatsCallback,
     TagLightningModule,
 )
+
+TUTORIAL = Path(__file__).resolve().parents[1] / "docs" / "tutorial-tag-lightning.md"
+
+
+def _blocks(text: str) -> dict[str, dict[str, str]]:
+    """The printed blocks of ``text``: title -> {name: value}, the last block of each title."""
+    blocks: dict[str, dict[str, str]] = {}
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line == console.RULE and i + 2 < len(lines) and lines[i + 2] == console.RULE:
+            block = blocks[lines[i + 1]] = {}
+            for row in lines[i + 3 :]:
+                name, sep, value = row.partition(": ")
+                if not sep or len(name) != 40:
+                    break
+                block[name.rstrip()] = value.strip()
+    return blocks
 
 
 def notebook_run_config(basedir, **trainer) -> dict:
@@ -150,6 +168,22 @@ def test_the_notebooks_cells_run_end_to_end(tmp_path, capsys):
     # A constant learning rate, as WarpDrive's without a schedule.
     assert float(trainer.callback_metrics["runner/Learning rate"]) == pytest.approx(0.005)
     assert float(trainer.callback_metrics["tagger/Learning rate"]) == pytest.approx(0.002)
+
+    # The tutorial's sample output has the blocks and lines a run prints, in their order.
+    sample = TUTORIAL.read_text().split("This is the whole output")[1].split("```text")[1]
+    sample = sample.split("```")[0]
+    printed, documented = _blocks(out), _blocks(sample)
+    assert list(documented) == list(printed)
+    for title, block in printed.items():
+        assert list(documented[title]) == list(block), title
+    for tag, lr in (("runner", "0.00500"), ("tagger", "0.00200")):
+        shown = documented[f"Metrics for policy '{tag}'"]
+        assert (shown["VF loss coefficient"], shown["Entropy coefficient"]) == (
+            "0.01000",
+            "0.05000",
+        )
+        assert shown["Learning rate"] == lr and "nan" not in shown.values()
+        assert shown["Mean (norm.) advantages"] == shown["Mean advantages"]
 
     # The saving section: basedir/name/tag, as the Fabric trainer lays it out.
     root = tmp_path / "continuous_tag" / "example"
