@@ -23,8 +23,9 @@ import pickle
 import re
 import tempfile
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -55,6 +56,45 @@ _REQUIRED = (
 
 class CheckpointError(RuntimeError):
     """A checkpoint cannot be read or written, or does not fit the run that loads it."""
+
+
+def training_state(
+    run: Any,
+    config: Any,
+    action_nvec: Sequence,
+    continuous: bool,
+    counters: Mapping[str, Any],
+    best_eval: float,
+    rng: list[dict],
+) -> dict:
+    """The checkpoint of a training ``run``: the Fabric ``Trainer`` or the Lightning module, which
+    both keep ``iteration``, ``env_step``, ``num_iterations``, ``game``, ``groups`` and
+    ``sampler``; ``counters`` holds ``total_episodes``, ``train_seconds`` and ``evaluations``."""
+    return {
+        "iteration": run.iteration,
+        "env_step": run.env_step,
+        "num_iterations": run.num_iterations,
+        "counters": dict(counters),
+        "best_eval": best_eval,
+        "config": config.to_dict(),
+        "spaces": {
+            "obs_dim": run.game.obs_dim,
+            "action_nvec": list(action_nvec),
+            "continuous": continuous,
+        },
+        "policies": {
+            group.tag: {
+                "model": group.module.state_dict(),
+                # Fabric and Lightning wrap the optimiser; its state is the wrapped one's
+                "optimizer": None
+                if group.optimizer is None
+                else getattr(group.optimizer, "optimizer", group.optimizer).state_dict(),
+            }
+            for group in run.groups
+        },
+        "sampler": run.sampler.state_dict(),
+        "rng": rng,
+    }
 
 
 def save_checkpoint(state: dict, path: str | Path) -> None:

@@ -310,32 +310,15 @@ class Trainer:
         if self.rank != 0 or path is None:
             return
         self.experiment.flush()  # the logs on disk reach at least as far as the checkpoint
-        state = {
-            "iteration": self.iteration,
-            "env_step": self.env_step,
-            "num_iterations": self.num_iterations,
-            "counters": {
-                "total_episodes": total_episodes,
-                "train_seconds": self.clock.seconds(),
-                "evaluations": self.evaluator.evaluations if self.evaluator else 0,
-            },
-            "best_eval": self.best_score,
-            "config": self.config.to_dict(),
-            "spaces": {
-                "obs_dim": self.game.obs_dim,
-                "action_nvec": list(self.nvec),
-                "continuous": isinstance(self.nvec, ContinuousActions),
-            },
-            "policies": {
-                g.tag: {
-                    "model": g.module.state_dict(),
-                    "optimizer": g.optimizer.state_dict() if g.optimizer is not None else None,
-                }
-                for g in self.groups
-            },
-            "sampler": self.sampler.state_dict(),
-            "rng": rng,
+        counters = {
+            "total_episodes": total_episodes,
+            "train_seconds": self.clock.seconds(),
+            "evaluations": self.evaluator.evaluations if self.evaluator else 0,
         }
+        continuous = isinstance(self.nvec, ContinuousActions)
+        state = ckpt.training_state(
+            self, self.config, self.nvec, continuous, counters, self.best_score, rng
+        )
         ckpt.save_checkpoint(state, path)
 
     def _gather_rng(self) -> list[dict]:

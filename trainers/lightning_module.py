@@ -369,34 +369,14 @@ class TagLightningModule(pl.LightningModule):
         rng = {"torch": torch.get_rng_state()}
         if self.game.env.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(self.game.env.device)
-        state = {
-            "iteration": self.iteration,
-            "env_step": self.env_step,
-            "num_iterations": self.num_iterations,
-            "counters": {
-                "total_episodes": self.total_episodes,
-                "train_seconds": self._train_seconds(),
-                "evaluations": 0,
-            },
-            "best_eval": -math.inf,
-            "config": self.run_config.to_dict(),
-            "spaces": {
-                "obs_dim": self.game.obs_dim,
-                "action_nvec": list(self.game.action_nvec),
-                "continuous": False,
-            },
-            "policies": {
-                g.tag: {
-                    "model": g.module.state_dict(),
-                    "optimizer": None
-                    if g.optimizer is None
-                    else getattr(g.optimizer, "optimizer", g.optimizer).state_dict(),
-                }
-                for g in self.groups
-            },
-            "sampler": self.sampler.state_dict(),
-            "rng": [rng],
+        counters = {
+            "total_episodes": self.total_episodes,
+            "train_seconds": self._train_seconds(),
+            "evaluations": 0,
         }
+        state = ckpt.training_state(
+            self, self.run_config, self.game.action_nvec, False, counters, -math.inf, [rng]
+        )
         path = ckpt.iteration_path(experiment.ckpt_dir, self.iteration)
         ckpt.save_checkpoint(state, path)
         self._say(f"Saving the checkpoint to the file '{path}'")
