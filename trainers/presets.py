@@ -20,8 +20,9 @@ from gpu_envs.tag_params import seed_config
 # steps per 512 samples), one hidden layer of 64 tanh units (a third fewer calls per gradient step
 # than 64x64, and it needs fewer samples: docs/benchmarks-trainers.md), and SB3 rl-zoo's discounting
 # (gamma 0.98, GAE lambda 0.8). The gradient step is compiled at warm-up (torch.compile of loss,
-# gradient, clipping and Adam as one graph: 2.4x faster updates, for 5-15 s of compiling). Stops at
-# CartPole-v1's reward threshold (475, greedy evaluation every 2 iterations).
+# gradient, clipping and Adam as one graph: faster updates for seconds of compiling, measured in
+# docs/benchmarks-trainers.md). Stops at CartPole-v1's reward threshold (475, greedy evaluation
+# every 2 iterations).
 CARTPOLE = dict(
     name="cartpole",
     env=dict(max_episode_steps=500),
