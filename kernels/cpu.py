@@ -10,6 +10,7 @@ outputs are the game's logic, shared with the CUDA driver.
 
 from __future__ import annotations
 
+import builtins
 import ctypes
 import functools
 import glob
@@ -17,6 +18,7 @@ import hashlib
 import inspect
 import os
 import sys
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,43 +30,52 @@ import numba
 _JIT = {"cache": True, "error_model": "numpy", "_nrt": False}
 
 
-def _named(function: Callable, name: str) -> Callable:
-    # numba's disk cache is keyed by the function's qualified name: one entry per game and loop.
-    function.__name__ = function.__qualname__ = name
-    return function
-
-
-def source_digest(logic_function: Callable) -> str:
-    """A digest of the source a driver compiles: the logic's module and the kernels package.
+def source_digest(*logic_functions: Callable) -> str:
+    """A digest of what a driver compiles: the logic functions (by qualified name), their modules'
+    source and the kernels package's.
 
     numba checks only the timestamp of the file that defines a cached function (this one), so the
-    drivers' names carry this digest: editing a game's logic then compiles afresh.
+    drivers' names carry this digest: editing a game's logic then compiles afresh, and two logics
+    of one file never share a cache entry.
     """
     digest = hashlib.sha1()
-    files = {
-        inspect.getsourcefile(logic_function),
-        *glob.glob(os.path.join(os.path.dirname(__file__), "*.py")),
-    }
+    files = set(glob.glob(os.path.join(os.path.dirname(__file__), "*.py")))
+    for function in logic_functions:
+        digest.update(f"{function.__module__}.{function.__qualname__};".encode())
+        files.add(inspect.getsourcefile(function))
     for path in sorted(files):
         with open(path, "rb") as source:
             digest.update(source.read())
     return digest.hexdigest()[:12]
 
 
-def _compile_step(step_envs, block_size: int, name: str, parallel: bool):
-    def step_loop(num_envs, args):
-        for block in numba.prange((num_envs + block_size - 1) // block_size):
-            start = block * block_size
-            step_envs(start, min(start + block_size, num_envs), *args)
+# The loops' templates. Each game's loops are copies of them whose globals hold its logic
+# (``step_envs``, ``reset_envs``) and ``block_size``, see :func:`_game_loop`.
+def _step_loop(num_envs, args):
+    for block in numba.prange((num_envs + block_size - 1) // block_size):  # noqa: F821
+        start = block * block_size  # noqa: F821
+        step_envs(start, min(start + block_size, num_envs), *args)  # noqa: F821
 
-    return numba.njit(parallel=parallel, **_JIT)(_named(step_loop, name))
+
+def _reset_loop(num_envs, mask, args):
+    reset_envs(0, num_envs, mask, *args)  # noqa: F821
 
 
-def _compile_reset(reset_envs, name: str):
-    def reset_loop(num_envs, mask, args):
-        reset_envs(0, num_envs, mask, *args)
+def _game_loop(template: Callable, name: str, parallel: bool = False, **names) -> Callable:
+    """``template`` compiled as the loop ``name`` whose globals ``names`` are one game's.
 
-    return numba.njit(**_JIT)(_named(reset_loop, name))
+    Globals, not a closure: numba keys its disk cache by a hash of the pickled closure cells, and
+    a dispatcher pickles with a new uuid in every process, so a closure over the logic would miss
+    the cache (and compile again) in every new process. The name, which keys the cache file,
+    must therefore say everything ``names`` hold (the logic's source digest, the block size).
+    """
+    loop = types.FunctionType(
+        template.__code__,
+        {"__builtins__": builtins, "__name__": __name__, "numba": numba, **names},
+        name,
+    )
+    loop.__qualname__ = name  # numba's disk cache files are named by the qualified name
+    return numba.njit(parallel=parallel, **_JIT)(loop)
 
 
 @dataclass(frozen=True)
@@ -114,11 +125,12 @@ def make_driver(
     """
     # The loops call the logic with ``*args``, which numba cannot inline: they call it compiled.
     use_fork_safe_threads()
-    name = f"{game}_{source_digest(step_envs)}"
+    name = f"{game}_{source_digest(step_envs, reset_envs)}"
     step_envs, reset_envs = numba.njit(**_JIT)(step_envs), numba.njit(**_JIT)(reset_envs)
+    step = functools.partial(_game_loop, _step_loop, step_envs=step_envs, block_size=block_size)
     return CPUDriver(
-        step_serial=_compile_step(step_envs, block_size, f"{name}_step_serial", parallel=False),
-        step_parallel=_compile_step(step_envs, block_size, f"{name}_step_parallel", parallel=True),
-        reset_loop=_compile_reset(reset_envs, f"{name}_reset"),
+        step_serial=step(f"{name}_block{block_size}_step_serial"),
+        step_parallel=step(f"{name}_block{block_size}_step_parallel", parallel=True),
+        reset_loop=_game_loop(_reset_loop, f"{name}_reset", reset_envs=reset_envs),
         parallel_min_envs=parallel_min_envs,
     )

@@ -95,3 +95,33 @@ def test_small_batches_run_serially_and_large_ones_in_parallel(tmp_path):
             timeout=300,
         )
         assert result.stdout.split() == ["False", "True"]
+
+
+CACHE_STATS_SCRIPT = """
+import torch, gpu_envs
+for num_envs in (16, 8192):  # the serial and the parallel loop
+    env = gpu_envs.CartPoleVectorEnv(num_envs)
+    env.reset(seed=0)
+    env.step(torch.zeros(num_envs, dtype=torch.int64))
+driver = env._driver
+for loop in (driver.step_serial, driver.step_parallel, driver.reset_loop):
+    print(sum(loop.stats.cache_hits.values()), sum(loop.stats.cache_misses.values()))
+"""
+
+
+def test_a_new_process_loads_the_driver_loops_from_the_disk_cache(tmp_path):
+    """The loops are compiled once; a later process only loads them (its first step is fast)."""
+    environment = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "NUMBA_NUM_THREADS": "2"}
+    counts = []
+    for _ in range(2):  # cold cache, then warm cache
+        result = subprocess.run(
+            [sys.executable, "-c", CACHE_STATS_SCRIPT],
+            env=environment,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=300,
+        )
+        counts.append([line.split() for line in result.stdout.splitlines()])
+    assert counts[0] == [["0", "1"]] * 3  # (hits, misses) of each loop: compiled
+    assert counts[1] == [["1", "0"]] * 3  # loaded
