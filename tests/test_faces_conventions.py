@@ -141,6 +141,7 @@ def test_every_library_has_a_snippet():
         "stable-baselines3",
         "TorchRL",
         "A CleanRL-style loop",
+        "Lightning",
         "PettingZoo",
     }
 
