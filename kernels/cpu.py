@@ -2,10 +2,10 @@
 
 A game's logic gives two :func:`~gpu_envs.kernels.targets.kernel_function`\\ s,
 ``step_envs(start, stop, *args)`` and ``reset_envs(start, stop, mask, *args)``, that advance or
-reset
-the envs ``start..stop-1``; :func:`make_driver` compiles loops over blocks of ``block_size`` envs
-around them (cached on disk). The driver only loops: the order of phases, the autoreset and the
-outputs are the game's logic, shared with the CUDA driver.
+reset the envs ``start..stop-1``; :func:`make_driver` compiles loops over blocks of
+``block_size`` envs around them (cached on disk, loaded by every later process). The driver only
+loops: the order of phases, the autoreset and the outputs are the game's logic, shared with the
+CUDA driver.
 """
 
 from __future__ import annotations
