@@ -4,12 +4,12 @@
     gpu-envs bench train-pendulum --seeds 1,2,3 --json train_pendulum.json
 
 The shared machinery and its protocol: ``gpu_envs.benchmarks.train_to_target``. Here: the
-``pendulum`` preset (Gaussian head; 10 greedy episodes every 2 iterations of 2048 env steps)
+``pendulum`` preset (Gaussian head; 100 greedy episodes every iteration of 2048 env steps)
 against SB3 PPO with rl-zoo's tuned Pendulum-v1 hyperparameters (``RL_ZOO_PENDULUM``: 4 envs of
 ``make_vec_env("Pendulum-v1")``, 1024 steps per env per rollout, gSDE resampled every 4 steps,
-learning rate 1e-3, 1e5 timesteps), evaluated every 4096 timesteps by default (the preset's
-cadence, and one SB3 rollout). Target: gpu_envs reaches -250 on every seed and the ratio of the
-median training seconds gpu_envs / sb3 is <= 0.25.
+learning rate 1e-3, 1e5 timesteps), evaluated every ``--sb3-eval-freq`` timesteps (default: the
+preset's cadence; docs/training-pendulum.md uses 4096, one SB3 rollout). Target: gpu_envs
+reaches -250 on every seed and the ratio of the median training seconds gpu_envs / sb3 is <= 0.25.
 """
 
 from __future__ import annotations

@@ -112,7 +112,10 @@ class TrainToTarget:
             "train_batch_size)",
         )
         parser.add_argument(
-            "--eval-episodes", type=int, default=10, help="SB3 episodes per evaluation"
+            "--eval-episodes",
+            type=int,
+            default=preset(self.preset)["evaluation"]["num_episodes"],
+            help="SB3 episodes per evaluation (default: the preset's evaluation.num_episodes)",
         )
         parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads for SB3")
         machine.add_quiet_arguments(parser)
