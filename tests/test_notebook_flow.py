@@ -9,6 +9,7 @@ import pytest
 import torch
 import yaml
 from lightning.pytorch import Trainer
+from seed_run_config import small_seed_run_config
 
 from gpu_envs import TagEnv
 from gpu_envs.tag_rendering import render_episode
@@ -40,59 +41,6 @@ def _blocks(text: str) -> dict[str, dict[str, str]]:
     return blocks
 
 
-def notebook_run_config(basedir, **trainer) -> dict:
-    """The notebook's cell [5] at tiny sizes: 2 taggers and 5 runners, 2 games of 10 steps, a
-    rollout of 10 steps per game; 4 iterations, printed every 2, saved every 3."""
-    return dict(
-        name="tag_continuous",
-        env=dict(
-            num_taggers=2,
-            num_runners=5,
-            grid_length=2.0,
-            episode_length=10,
-            max_acceleration=0.1,
-            min_acceleration=-0.1,
-            max_turn=2.35,
-            min_turn=-2.35,
-            num_acceleration_levels=10,
-            num_turn_levels=10,
-            skill_level_tagger=1.0,
-            skill_level_runner=1.0,
-            use_full_observation=False,
-            runner_exits_game_after_tagged=True,
-            num_other_agents_observed=3,
-            tag_reward_for_tagger=10.0,
-            tag_penalty_for_runner=-10.0,
-            end_of_game_reward_for_runner=1.0,
-            tagging_distance=0.02,
-        ),
-        trainer=dict(num_envs=2, train_batch_size=20, num_episodes=8, **trainer),
-        policy=dict(
-            runner=dict(
-                to_train=True,
-                algorithm="A2C",
-                gamma=0.98,
-                lr=0.005,
-                model=dict(type="fully_connected", fc_dims=[16, 16], model_ckpt_filepath=""),
-            ),
-            tagger=dict(
-                to_train=True,
-                algorithm="A2C",
-                gamma=0.98,
-                lr=0.002,
-                model=dict(type="fully_connected", fc_dims=[16, 16], model_ckpt_filepath=""),
-            ),
-        ),
-        saving=dict(
-            metrics_log_freq=2,
-            model_params_save_freq=3,
-            basedir=str(basedir),
-            name="continuous_tag",
-            tag="example",
-        ),
-    )
-
-
 def _quiet_trainer(tmp_path, callbacks, max_epochs) -> Trainer:
     return Trainer(
         accelerator="cpu",
@@ -108,7 +56,7 @@ def _quiet_trainer(tmp_path, callbacks, max_epochs) -> Trainer:
 
 
 def test_the_notebooks_cells_run_end_to_end(tmp_path, capsys):
-    run_config = notebook_run_config(tmp_path)
+    run_config = small_seed_run_config(tmp_path)
 
     # [6] the env on the device, the agent map, the module.
     env = TagEnv(num_envs=run_config["trainer"]["num_envs"], device="cpu", **run_config["env"])
@@ -221,7 +169,7 @@ def test_the_notebooks_cells_run_end_to_end(tmp_path, capsys):
 
 def test_a_window_without_an_ended_episode_says_so(tmp_path, capsys):
     # 5 steps per rollout of 10-step games, no tags: iteration 1 ends no episode, iteration 2 does.
-    run_config = notebook_run_config(tmp_path)
+    run_config = small_seed_run_config(tmp_path)
     run_config["env"]["tagging_distance"] = 0.001
     run_config["trainer"].update(train_batch_size=10, num_episodes=2)
     run_config["saving"].update(metrics_log_freq=1)
@@ -240,7 +188,7 @@ def test_a_window_without_an_ended_episode_says_so(tmp_path, capsys):
 
 
 def test_the_callbacks_check_the_notebooks_arguments_against_the_module(tmp_path):
-    run_config = notebook_run_config(tmp_path)
+    run_config = small_seed_run_config(tmp_path)
     env = TagEnv(num_envs=2, device="cpu", **run_config["env"])
     module = TagLightningModule(env=env, config=run_config, verbose=False)
     other = TagLightningModule(
@@ -262,7 +210,7 @@ def test_the_callbacks_check_the_notebooks_arguments_against_the_module(tmp_path
 
 
 def test_an_animation_is_repeatable_and_leaves_trainings_random_state_alone(tmp_path):
-    run_config = notebook_run_config(tmp_path)
+    run_config = small_seed_run_config(tmp_path)
     env = TagEnv(num_envs=2, device="cpu", **run_config["env"])
     # Policies for scattered agents index the agent axis with a tensor.
     agent_map = {"tagger": [0, 3], "runner": [1, 2, 4, 5, 6]}
@@ -284,8 +232,8 @@ def test_an_animation_is_repeatable_and_leaves_trainings_random_state_alone(tmp_
 
 def test_the_resolved_notebook_config_prints_as_yaml_with_its_defaults(tmp_path):
     module = TagLightningModule(
-        env=TagEnv(num_envs=2, device="cpu", **notebook_run_config(tmp_path)["env"]),
-        config=notebook_run_config(tmp_path, seed=7),
+        env=TagEnv(num_envs=2, device="cpu", **small_seed_run_config(tmp_path)["env"]),
+        config=small_seed_run_config(tmp_path, seed=7),
         verbose=False,
     )
     data = yaml.safe_load(yaml.safe_dump(module.run_config.to_dict()))
@@ -297,7 +245,7 @@ def test_the_resolved_notebook_config_prints_as_yaml_with_its_defaults(tmp_path)
 def test_the_fabric_trainer_reads_the_notebooks_dict_with_warpdrives_defaults(tmp_path):
     from gpu_envs.trainers.fabric_loop import train
 
-    run_config = notebook_run_config(tmp_path, accelerator="cpu", progress_bar=False)
+    run_config = small_seed_run_config(tmp_path, accelerator="cpu", progress_bar=False)
     run_config["evaluation"] = dict(eval_freq=0)
     summary = train(RunConfig.from_dict({**run_config, "defaults": "warpdrive"}))
     root = tmp_path / "continuous_tag" / "example"

@@ -13,6 +13,7 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from seed_run_config import SEED_RUN_CONFIG
 
 from gpu_envs.trainers import cli_args
 from gpu_envs.trainers.config import (
@@ -28,55 +29,6 @@ from gpu_envs.trainers.config import (
     load_yaml,
 )
 from gpu_envs.trainers.presets import PRESETS, preset
-
-SEED_RUN_CONFIG = dict(
-    name="tag_continuous",
-    env=dict(
-        num_taggers=5,
-        num_runners=100,
-        grid_length=20.0,
-        episode_length=200,
-        max_acceleration=0.1,
-        min_acceleration=-0.1,
-        max_turn=2.35,
-        min_turn=-2.35,
-        num_acceleration_levels=10,
-        num_turn_levels=10,
-        skill_level_tagger=1.0,
-        skill_level_runner=1.0,
-        use_full_observation=False,
-        runner_exits_game_after_tagged=True,
-        num_other_agents_observed=10,
-        tag_reward_for_tagger=10.0,
-        tag_penalty_for_runner=-10.0,
-        end_of_game_reward_for_runner=1.0,
-        tagging_distance=0.02,
-    ),
-    trainer=dict(num_envs=50, train_batch_size=10000, num_episodes=500),
-    policy=dict(
-        runner=dict(
-            to_train=True,
-            algorithm="A2C",
-            gamma=0.98,
-            lr=0.005,
-            model=dict(type="fully_connected", fc_dims=[256, 256], model_ckpt_filepath=""),
-        ),
-        tagger=dict(
-            to_train=True,
-            algorithm="A2C",
-            gamma=0.98,
-            lr=0.002,
-            model=dict(type="fully_connected", fc_dims=[256, 256], model_ckpt_filepath=""),
-        ),
-    ),
-    saving=dict(
-        metrics_log_freq=10,
-        model_params_save_freq=5000,
-        basedir="/tmp",
-        name="continuous_tag",
-        tag="example",
-    ),
-)
 
 
 def test_seed_run_config_is_accepted_verbatim():
