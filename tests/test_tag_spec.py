@@ -12,6 +12,7 @@ import numba
 import numpy as np
 import pytest
 import torch
+from seed_run_config import SEED_RUN_CONFIG
 
 from gpu_envs.kernels import tag_logic
 from gpu_envs.tag import TagEnv
@@ -20,27 +21,7 @@ from gpu_envs.tag_params import TagParams
 F32 = np.float32
 TWO_PI = F32(2 * math.pi)
 
-SEED_CONFIG = dict(
-    num_taggers=5,
-    num_runners=100,
-    grid_length=20.0,
-    episode_length=200,
-    max_acceleration=0.1,
-    min_acceleration=-0.1,
-    max_turn=2.35,
-    min_turn=-2.35,
-    num_acceleration_levels=10,
-    num_turn_levels=10,
-    skill_level_tagger=1.0,
-    skill_level_runner=1.0,
-    use_full_observation=False,
-    runner_exits_game_after_tagged=True,
-    num_other_agents_observed=10,
-    tag_reward_for_tagger=10.0,
-    tag_penalty_for_runner=-10.0,
-    end_of_game_reward_for_runner=1.0,
-    tagging_distance=0.02,
-)
+SEED_CONFIG = SEED_RUN_CONFIG["env"]  # the notebook's env section, verbatim
 # A tiny world: 2 taggers + 3 runners on a 10 x 10 arena, 3 acceleration and 3 turn levels.
 TINY = dict(
     num_taggers=2,
