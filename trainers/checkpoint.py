@@ -6,7 +6,8 @@ A checkpoint is a dict of plain data and tensors::
     counters {total_episodes, ...}, best_eval, config (the resolved run config),
     spaces {obs_dim, action_nvec},
     policies {<tag>: {model, optimizer}},
-    sampler (the action sampler's state), rng [per rank: {torch, cuda}]
+    sampler (the action sampler's state), rng [per rank: {torch, cuda}],
+    opponents (the frozen-opponent pool's state, or None)
 
 Writing goes to a temporary file in the same folder, fsync, then ``os.replace``: a run killed at any
 moment leaves either the previous checkpoint or the new one (plus, at worst, a leftover temporary
@@ -70,6 +71,7 @@ def training_state(
     """The checkpoint of a training ``run``: the Fabric ``Trainer`` or the Lightning module, which
     both keep ``iteration``, ``env_step``, ``num_iterations``, ``game``, ``groups`` and
     ``sampler``; ``counters`` holds ``total_episodes``, ``train_seconds`` and ``evaluations``."""
+    pool = getattr(run.collector, "opponents", None)
     return {
         "iteration": run.iteration,
         "env_step": run.env_step,
@@ -94,6 +96,7 @@ def training_state(
         },
         "sampler": run.sampler.state_dict(),
         "rng": rng,
+        "opponents": None if pool is None else pool.state_dict(),
     }
 
 

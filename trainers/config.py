@@ -10,6 +10,7 @@ Shape (the original GPU framework's run config, plus PPO and evaluation fields w
       <tag>: {to_train, algorithm, gamma, lr, ..., model: {type, fc_dims, model_ckpt_filepath}}
     saving: {metrics_log_freq, model_params_save_freq, basedir, name, tag}
     evaluation: {eval_freq, num_episodes, stop_value, score_policy}
+    opponents: {share, snapshot_freq, pool_size}  # self-play against frozen past policies
 
 ``RunConfig.from_dict`` merges plain data (a preset, a YAML file, the seed notebook's dict) into
 the schema: OmegaConf converts and checks the types (``"1e-3"`` is a float, ``"fast"`` is not)
@@ -218,6 +219,21 @@ class EvaluationConfig:
     first policy."""
 
 
+@dataclass
+class OpponentsConfig:
+    """Self-play against a pool of frozen opponents (``gpu_envs.trainers.opponents``)."""
+
+    share: float = ruled(0.0, Rule(lambda value: 0 <= value < 1, "in [0, 1)"))
+    """Share of each rank's envs set aside for frozen opponents, split evenly among the policies:
+    in a policy's part its agents are played by a frozen copy drawn from its pool and only the
+    other policies learn. 0: the learning policies play each other in every env."""
+    snapshot_freq: int = ruled(10, AT_LEAST_ONE)
+    """Iterations between the snapshots of the learning policies added to the pools."""
+    pool_size: int = ruled(4, NON_NEGATIVE)
+    """Snapshots kept per policy (the newest), besides its initial weights, which stay in the pool
+    (near-uniform actions: the random team). 0: the initial weights only."""
+
+
 GAMES = {
     "cartpole": "cartpole",
     "cartpole-v1": "cartpole",
@@ -269,6 +285,8 @@ class RunConfig:
     """The experiment folder and how often it is written."""
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     """Periodic greedy evaluation."""
+    opponents: OpponentsConfig = field(default_factory=OpponentsConfig)
+    """Frozen past opponents in a share of the envs (self-play with a pool)."""
 
     @property
     def game(self) -> str:
@@ -372,6 +390,17 @@ def _check_relations(config: RunConfig) -> None:
         raise ConfigError(
             f"trainer.train_batch_size: must be a multiple of num_envs ({trainer.num_envs}), "
             f"got {trainer.train_batch_size}"
+        )
+    share = config.opponents.share
+    if share and len(config.policy) < 2:
+        raise ConfigError(
+            "opponents.share: frozen opponents need two policies or more, "
+            f"got {list(config.policy)}"
+        )
+    if share and int(share * trainer.num_envs) < len(config.policy):
+        raise ConfigError(
+            f"opponents.share: {share} of trainer.num_envs ({trainer.num_envs}) leaves fewer than "
+            f"one env per policy ({len(config.policy)}); raise the share or num_envs"
         )
     if score is not None and score not in config.policy:
         raise ConfigError(

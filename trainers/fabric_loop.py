@@ -34,6 +34,7 @@ from gpu_envs.trainers.evaluation import EVAL_SEED_OFFSET, Evaluator, record_vid
 from gpu_envs.trainers.experiment import Experiment, NullExperiment, experiment_root, fresh_root
 from gpu_envs.trainers.games import make_game
 from gpu_envs.trainers.metrics import MetricsWindow, cleanrl_metrics
+from gpu_envs.trainers.opponents import make_pool
 from gpu_envs.trainers.policy import ContinuousActions, make_network
 from gpu_envs.trainers.rollout import Collector, PolicyGroup, agent_index
 from gpu_envs.trainers.sampling import make_sampler
@@ -118,7 +119,15 @@ class Trainer:
         fabric.seed_everything(tc.seed + self.rank, verbose=False)  # then each rank samples its own
         self.timer = PhaseTimer(self.device)
         self.sampler = make_sampler(tc.action_sampler, tc.seed + self.rank, self.device)
-        self.collector = Collector(self.game, self.groups, tc.num_steps, self.sampler, self.timer)
+        self.collector = Collector(
+            self.game,
+            self.groups,
+            tc.num_steps,
+            self.sampler,
+            self.timer,
+            # the same draws on every rank: one pool state for the checkpoint
+            make_pool(self.groups, config.opponents, tc.num_envs, tc.seed),
+        )
         learner.make_steps(
             self.groups,
             fabric.backward,
@@ -350,6 +359,13 @@ class Trainer:
         self.clock.previous = float(state["counters"]["train_seconds"])
         self.best_score = float(state["best_eval"])
         self.sampler.load_state_dict(state["sampler"])
+        if self.collector.opponents is not None:
+            if state.get("opponents") is None:
+                raise ckpt.CheckpointError(
+                    f"{path} holds no opponent pool (a run with opponents.share 0); resume it "
+                    "with its own config"
+                )
+            self.collector.opponents.load_state_dict(state["opponents"])
         if self.evaluator is not None:
             self.evaluator.evaluations = int(state["counters"]["evaluations"])
         rng = state["rng"]

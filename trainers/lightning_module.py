@@ -56,6 +56,7 @@ from gpu_envs.trainers.config import ConfigError, RunConfig
 from gpu_envs.trainers.experiment import Experiment, experiment_root, fresh_root
 from gpu_envs.trainers.games import TagGame
 from gpu_envs.trainers.metrics import IterationRecord, MetricsWindow, cleanrl_metrics
+from gpu_envs.trainers.opponents import make_pool
 from gpu_envs.trainers.policy import greedy_actions, make_network
 from gpu_envs.trainers.rollout import Collector, PolicyGroup, agent_index
 from gpu_envs.trainers.sampling import TorchSampler, make_sampler
@@ -165,7 +166,12 @@ class TagLightningModule(pl.LightningModule):
         self.timer = PhaseTimer(env.device)
         self.sampler = make_sampler(tc.action_sampler, tc.seed, env.device)
         self.collector: Collector | None = Collector(
-            self.game, self.groups, tc.num_steps, self.sampler, self.timer
+            self.game,
+            self.groups,
+            tc.num_steps,
+            self.sampler,
+            self.timer,
+            make_pool(self.groups, self.run_config.opponents, tc.num_envs, tc.seed),
         )
         self.window = MetricsWindow(tags, len(nvec))
 

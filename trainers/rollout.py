@@ -90,12 +90,22 @@ class Collector:
     """Steps ``game`` for ``num_steps`` per rollout with every policy acting for its agents.
 
     The observation, the previous step's done flags and the running episode sums carry over from
-    one rollout to the next.
+    one rollout to the next. With ``opponents`` (an ``opponents.OpponentPool``) frozen copies of
+    the policies play in the envs the pool sets aside.
     """
 
-    def __init__(self, game, groups: list[PolicyGroup], num_steps: int, sampler, timer: PhaseTimer):
+    def __init__(
+        self,
+        game,
+        groups: list[PolicyGroup],
+        num_steps: int,
+        sampler,
+        timer: PhaseTimer,
+        opponents=None,
+    ):
         self.game, self.groups, self.num_steps = game, groups, num_steps
         self.sampler, self.timer = sampler, timer
+        self.opponents = opponents  # an opponents.OpponentPool, or None
         device = game.active.device
         envs, agents = game.num_envs, game.num_agents
         heads, dtype = len(game.action_nvec), action_dtype(game.action_nvec)
@@ -137,6 +147,8 @@ class Collector:
         """One rollout of ``num_steps`` steps; returns the filled buffers (reused next call)."""
         nvec = self.game.action_nvec
         timer = self.timer
+        if self.opponents is not None:
+            self.opponents.next_rollout()
         for t in range(self.num_steps):
             active = self.game.active.clone()
             self.env_reset[t] = self.prev_done
@@ -154,6 +166,9 @@ class Collector:
                 buf.values[t] = value.view(shape)
                 buf.log_probs[t] = log_probs.view(shape)
                 buf.actions[t] = action.view(*shape, -1)
+                if self.opponents is not None:
+                    with timer.phase("policy_eval"):
+                        self.opponents.play(group, obs, buf, t, self.sampler, nvec)
                 self.actions[:, group.agents] = buf.actions[t]
             with timer.phase("env_step"):
                 self.obs, rewards, terminated, truncated, active_after = self.game.step(
