@@ -1,5 +1,6 @@
-"""Bundled run configs: ``cartpole`` and ``pendulum`` (tuned for fast CPU learning) and ``tag`` (the
-seed config); and the original GPU framework's defaults.
+"""Bundled run configs: ``cartpole`` and ``pendulum`` (tuned for fast CPU learning), ``tag`` (the
+seed config) and ``tag-selfplay`` (both Tag teams learn, fast on a CPU); and the original GPU
+framework's defaults.
 
 Each preset is plain data in the ``RunConfig`` shape; ``preset(name)`` returns a fresh deep copy.
 ``WARPDRIVE_DEFAULTS`` is what WarpDrive gives the keys a run config leaves out, in our schema;
@@ -132,7 +133,46 @@ TAG = dict(
     evaluation=dict(eval_freq=50, num_episodes=10),
 )
 
-PRESETS = {"cartpole": CARTPOLE, "pendulum": PENDULUM, "tag": TAG}
+# Self-play Tag that learns within 20 minutes on a 2-core CPU (docs/training-tag-selfplay.md): the
+# seed game with PPO and 64x64 networks (the seed's 256x256 costs ~5x more per sample), short
+# rollouts (40 steps of 48 games), one torch thread (the run is then reproducible), and half the
+# games against frozen opponents (``opponents``: a pool of each team's initial weights and newest
+# snapshots). Without that pool, plain self-play forgets the random opponents: its runners learn to
+# flee chasing taggers and stay as easy to tag as random runners for random taggers.
+TAG_SELFPLAY = _merged(
+    TAG,
+    dict(
+        trainer=dict(
+            num_envs=48,
+            train_batch_size=48 * 40,
+            total_timesteps=1_000_000,
+            seed=1,
+            accelerator="cpu",
+            torch_threads=1,
+        ),
+        policy={
+            team: dict(
+                algorithm="PPO",
+                lr=0.001,
+                update_epochs=epochs,
+                num_minibatches=4,
+                entropy_coeff=entropy,
+                model=dict(fc_dims=[64, 64]),
+            )
+            for team, epochs, entropy in (("runner", 2, 0.001), ("tagger", 4, 0.01))
+        },
+        saving=dict(model_params_save_freq=50, name="tag_selfplay"),
+        evaluation=dict(eval_freq=0),
+        opponents=dict(share=0.5, snapshot_freq=10, pool_size=4),
+    ),
+)
+
+PRESETS = {
+    "cartpole": CARTPOLE,
+    "pendulum": PENDULUM,
+    "tag": TAG,
+    "tag-selfplay": TAG_SELFPLAY,
+}
 
 # WarpDrive 1.6.5 (the version the Lightning notebook installs): its
 # warp_drive/training/run_configs/default_configs.yaml, which its WarpDriveModule merges into a run
