@@ -23,7 +23,6 @@ reads), validation of actions, fresh output tensors per step, launches on torch'
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
 import secrets
@@ -39,11 +38,8 @@ from gymnasium.vector.utils import batch_space
 from gpu_envs import devices
 from gpu_envs.validation import (
     AUTORESET_CODES,
-    as_action_tensor,
-    as_box_action_tensor,
+    ActionCheck,
     as_reset_mask,
-    as_tensor,
-    check_action_layout,
     check_all_reset,
     check_positive_int,
     one_read,
@@ -236,11 +232,15 @@ class KernelEnv:
         self._is_reset = False
 
     def _make_views(self) -> None:
-        """The kernels' zero-copy views of the buffers and actions (in the GPU's numba context)."""
+        """The kernels' zero-copy views of the buffers and actions (in the GPU's numba context),
+        the first ``args``; the driver; the action checks."""
         with devices.numba_context(self.device):
-            self._buffer_views = [self._kernel_view(name) for name in self._layout]
-            self._actions_view = devices.kernel_view(self._actions)
+            buffer_views = [self._kernel_view(name) for name in self._layout]
+            self._kernel_args = (*buffer_views, devices.kernel_view(self._actions))
         self._driver = self._load_driver()
+        self._action_check = ActionCheck(self.single_action_space, self._action_shape, self.device)
+        # The game keeps the engine's check_actions: the CPU step converts and checks in one pass.
+        self._default_action_check = type(self).check_actions is KernelEnv.check_actions
 
     def _kernel_view(self, name: str):
         view = devices.kernel_view(self._tensors[name])
@@ -285,16 +285,21 @@ class KernelEnv:
             with devices.numba_context(self.device):  # copied on the launch stream: no host sync
                 stream = devices.launch_stream(self.device)
                 constants = tuple(cuda.to_device(array, stream=stream) for array in constants)
-        self._kernel_args = (*self._buffer_views, self._actions_view, *constants, *self.settings())
         names = list(self._layout)
         self._actions_index = len(names)
-        # (args index, name, shape, dtype) of the outputs each CPU step writes into new arrays
+        self._kernel_args = (
+            *self._kernel_args[: self._actions_index + 1],
+            *constants,
+            *self.settings(),
+        )
+        # (args index, shape, dtype) of the outputs each CPU step writes into new arrays
         self._fresh_outputs = (
-            tuple((names.index(name), name, *self._layout[name]) for name in self.step_outputs)
+            tuple((names.index(name), *self._layout[name]) for name in self.step_outputs)
             if self._on_cpu and self.step_writes_every_output
             else ()
         )
         self._launch = {} if self.kernel_target == "cpu" else {"num_agents": self.num_agents}
+        self._cpu_step = None  # compiled for the argument types at the next CPU step
 
     @property
     def kernel_args(self) -> tuple:
@@ -348,7 +353,6 @@ class KernelEnv:
     def _rebind(self, name: str, array: np.ndarray) -> None:
         """Make the NumPy ``array`` the CPU buffer ``name`` (the kernels' view and the tensor)."""
         index = self._layout_index(name)
-        self._buffer_views[index] = array
         self._kernel_args = (*self._kernel_args[:index], array, *self._kernel_args[index + 1 :])
         self._tensors[name] = torch.from_numpy(array)
 
@@ -378,27 +382,17 @@ class KernelEnv:
     def step(self, actions):
         """Advance every env by one step; returns ``(obs, rewards, terminated, truncated,
         info)``."""
-        self._check_open()
-        if not self._is_reset:
+        if self._closed or not self._is_reset:
+            self._check_open()
             raise RuntimeError("call reset() before step()")
-        with self._checks():  # the input first, then the envs' state
-            actions = self.check_actions(actions)
-            if self.autoreset_mode == AutoresetMode.DISABLED and self.validate_actions:
-                check_all_reset(self._tensors.needs_reset, self.env_noun)
         if self._on_cpu:
-            outputs = self._step_on_cpu(actions)
+            obs, rewards, terminated, truncated = self._step_on_cpu(actions)
         else:
-            self._actions.copy_(actions)
-            with devices.numba_context(self.device):
-                self._driver.step(
-                    self.num_envs, self._kernel_args, **self._launch, **self._stream()
-                )
-            outputs = [devices.fresh_copy(self._tensors[name]) for name in self.step_outputs]
+            obs, rewards, terminated, truncated = self._step_on_cuda(actions)
         self.after_step()
-        t = self._tensors
-        obs, rewards, terminated, truncated = outputs
         info = self.step_info()
-        if self.autoreset_mode == AutoresetMode.SAME_STEP:
+        if self.autoreset_mode is AutoresetMode.SAME_STEP:
+            t = self._tensors
             info.update(
                 {key: devices.fresh_copy(t[name]) for key, name in self.final_outputs.items()}
             )
@@ -407,34 +401,48 @@ class KernelEnv:
     def check_actions(self, actions) -> torch.Tensor:
         """The actions as the kernel reads them; shape and dtype always checked, values when
         ``validate_actions`` (a clear error names the first bad entry)."""
-        space, shape = self.single_action_space, self._action_shape
-        if isinstance(space, gym.spaces.Box):
-            if self.validate_actions:
-                return as_box_action_tensor(actions, shape, self.device, space.low, space.high)
-            return _float_action_layout(actions, shape, self.device)
-        if not self.validate_actions:
-            return check_action_layout(actions, shape, self.device)
-        if isinstance(space, gym.spaces.Discrete):
-            return as_action_tensor(actions, shape, self.device, int(space.n) - 1)
-        if isinstance(space, gym.spaces.MultiDiscrete):
-            return as_action_tensor(actions, shape, self.device, [int(v) - 1 for v in space.nvec])
-        raise NotImplementedError(f"no action check for {space}; override check_actions")
+        return self._action_check.tensor(actions, self.validate_actions)
 
-    def _step_on_cpu(self, actions: torch.Tensor) -> list[torch.Tensor]:
-        """One CPU step (the kernel reads the caller's actions in place); returns the outputs."""
+    def _check_finished_envs(self) -> None:
+        """With autoreset DISABLED (and ``validate_actions``), refuse to step a finished env."""
+        if self.autoreset_mode is AutoresetMode.DISABLED and self.validate_actions:
+            check_all_reset(self._tensors.needs_reset, self.env_noun)
+
+    def _step_on_cuda(self, actions) -> list[torch.Tensor]:
+        """One CUDA step (also the simulated device's): the checks' flags are read back once."""
+        with one_read(self.device):  # the input first, then the envs' state
+            actions = self.check_actions(actions)
+            self._check_finished_envs()
+        self._actions.copy_(actions)
+        with devices.numba_context(self.device):
+            self._driver.step(self.num_envs, self._kernel_args, **self._launch, **self._stream())
+        return [devices.fresh_copy(self._tensors[name]) for name in self.step_outputs]
+
+    def _step_on_cpu(self, actions) -> tuple[torch.Tensor, ...]:
+        """One CPU step (the kernel reads the caller's actions in place); returns the outputs.
+
+        The compiled loop is called without numba's per-call typing: the arguments keep the types
+        it was compiled for (the actions are checked into the kernel's action dtype, fresh outputs
+        are new C arrays of their buffers' dtypes).
+        """
+        if self._default_action_check:
+            array = self._action_check.kernel_array(actions, self.validate_actions)
+        else:
+            array = self.check_actions(actions).to(self._action_dtype).contiguous().numpy()
+        self._check_finished_envs()
         args = list(self._kernel_args)
-        args[self._actions_index] = actions.contiguous().numpy()
-        fresh = []
-        for index, _name, shape, dtype in self._fresh_outputs:
-            args[index] = self._buffer_views[index] = array = np.empty(shape, dtype)
-            fresh.append(array)
-        self._kernel_args = tuple(args)
-        self._driver.step(self.num_envs, self._kernel_args, **self._launch, **self._stream())
+        args[self._actions_index] = array
+        fresh = [np.empty(shape, dtype) for _, shape, dtype in self._fresh_outputs]
+        for (index, _, _), output in zip(self._fresh_outputs, fresh):
+            args[index] = output
+        self._kernel_args = args = tuple(args)
+        if self._cpu_step is None:
+            self._cpu_step = self._driver.compiled_step(self.num_envs, args)
+        self._cpu_step(self.num_envs, args)
         if not fresh:
-            return [devices.fresh_copy(self._tensors[name]) for name in self.step_outputs]
-        outputs = [torch.from_numpy(array) for array in fresh]
-        for (_, name, _, _), tensor in zip(self._fresh_outputs, outputs):
-            self._tensors[name] = tensor
+            return tuple(devices.fresh_copy(self._tensors[name]) for name in self.step_outputs)
+        outputs = tuple(map(torch.from_numpy, fresh))
+        self._tensors.update(zip(self.step_outputs, outputs))
         return outputs
 
     def after_step(self) -> None:
@@ -443,11 +451,6 @@ class KernelEnv:
     def step_info(self) -> dict[str, Any]:
         """The ``info`` of :meth:`step` (SAME_STEP's final outputs are added by the engine)."""
         return {}
-
-    def _checks(self):
-        """The value checks of a step: on CUDA their device flags are read back once, together
-        (:func:`~gpu_envs.validation.one_read`); on the CPU each is read when made."""
-        return contextlib.nullcontext() if self._on_cpu else one_read(self.device)
 
     def _stream(self) -> dict:
         return {} if self.kernel_target == "cpu" else {"stream": devices.launch_stream(self.device)}
@@ -480,7 +483,7 @@ class KernelEnv:
     def close(self, **kwargs) -> None:
         """Release the buffers; the env cannot be used afterwards."""
         self._closed = self.closed = True
-        self._tensors, self._buffer_views, self._kernel_args = Buffers(), [], ()
+        self._tensors, self._kernel_args = Buffers(), ()
 
     # ----------------------------------------------------------------------------- copies
     def __getstate__(self) -> dict[str, Any]:
@@ -488,7 +491,7 @@ class KernelEnv:
         state = {
             key: value
             for key, value in self.__dict__.items()
-            if key not in ("_buffer_views", "_actions_view", "_kernel_args", "_driver", "_launch")
+            if key not in ("_kernel_args", "_driver", "_launch", "_cpu_step")
         }
         if not self._closed:
             state["_tensors"] = Buffers(
@@ -517,19 +520,6 @@ class KernelEnv:
         memo[id(self)] = clone
         clone.__setstate__(copy.deepcopy(self.__getstate__(), memo))
         return clone
-
-
-def _float_action_layout(actions, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
-    """Continuous actions as float32 on ``device``, their shape and dtype checked (not their
-    values)."""
-    tensor = as_tensor(actions, "actions", "a float array or tensor")
-    if not tensor.is_floating_point():
-        raise TypeError(
-            f"actions must have a floating dtype (continuous actions), got {tensor.dtype}"
-        )
-    if tuple(tensor.shape) != tuple(shape):
-        raise ValueError(f"actions must have shape {tuple(shape)}, got {tuple(tensor.shape)}")
-    return tensor.to(device=device, dtype=torch.float32)
 
 
 def _check_memory(

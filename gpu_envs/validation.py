@@ -15,6 +15,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import NoReturn
 
+import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
@@ -288,6 +289,59 @@ def _describe(upper) -> str:
     if isinstance(upper, (torch.Tensor, np.ndarray)):
         upper = upper.tolist()
     return str(upper)
+
+
+_CPU = torch.device("cpu")
+
+
+class ActionCheck:
+    """The checks of one env's actions, prepared once from its action space and action shape.
+
+    :meth:`tensor` gives the actions as a tensor on the env's device (``KernelEnv.check_actions``);
+    :meth:`kernel_array` gives them as the C-contiguous NumPy array of the kernel's action dtype
+    that a CPU kernel reads, converted once and range-checked in place. Both raise the same errors:
+    layout (type, dtype, shape) always, values when ``validate``.
+    """
+
+    def __init__(self, space: gym.Space, shape: tuple[int, ...], device: torch.device):
+        self.space, self.shape, self.device = space, tuple(shape), device
+        self.box = isinstance(space, gym.spaces.Box)
+        if isinstance(space, gym.spaces.Discrete):
+            self.upper: int | list[int] | None = int(space.n) - 1
+        elif isinstance(space, gym.spaces.MultiDiscrete):
+            self.upper = [int(v) - 1 for v in space.nvec]
+        else:
+            self.upper = None
+        self._bounds = np.asarray(-1 if self.upper is None else self.upper, np.int64).reshape(-1)
+        self._rows = (-1, self._bounds.size)  # the actions as rows of one bound per entry
+
+    def tensor(self, actions, validate: bool) -> torch.Tensor:
+        """The actions as a tensor on the device (float32 for a Box space, else int64)."""
+        if self.box:
+            if validate:
+                return as_box_action_tensor(
+                    actions, self.shape, self.device, self.space.low, self.space.high
+                )
+            return check_box_action_layout(actions, self.shape, self.device)
+        if not validate:
+            return check_action_layout(actions, self.shape, self.device)
+        return as_action_tensor(actions, self.shape, self.device, self._checked_upper())
+
+    def kernel_array(self, actions, validate: bool) -> np.ndarray:
+        """The actions as the C-contiguous NumPy array (on the CPU) that a CPU kernel reads."""
+        if self.box:
+            return self.tensor(actions, validate).contiguous().numpy()
+        upper = self._checked_upper() if validate else None
+        tensor = _integer_layout(actions, self.shape, "actions")
+        array = _to_int64(tensor, _CPU).contiguous().numpy()
+        if validate and any_out_of_range(array.reshape(self._rows), self._bounds):
+            raise_out_of_range(tensor, torch.as_tensor(upper), "actions")
+        return array
+
+    def _checked_upper(self) -> int | list[int]:
+        if self.upper is None:
+            raise NotImplementedError(f"no action check for {self.space}; override check_actions")
+        return self.upper
 
 
 def parse_autoreset_mode(mode) -> AutoresetMode:

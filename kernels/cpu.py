@@ -89,8 +89,18 @@ class CPUDriver:
 
     def step(self, num_envs: int, args: tuple) -> None:
         """Advance envs ``0..num_envs-1`` by one step."""
+        self._step_loop(num_envs)(num_envs, args)
+
+    def compiled_step(self, num_envs: int, args: tuple) -> Callable[[int, tuple], None]:
+        """The loop :meth:`step` runs, compiled (or loaded from the cache) for the types of
+        ``(num_envs, args)``: a call ``(num_envs, args)`` of it skips numba's typing of every
+        argument, so every call must pass values of exactly these types (array dtypes, dimensions
+        and C layout; in another type the kernel would misread memory)."""
+        return self._step_loop(num_envs).compile((numba.typeof(num_envs), numba.typeof(args)))
+
+    def _step_loop(self, num_envs: int) -> Callable:
         parallel = num_envs >= self.parallel_min_envs and numba.config.NUMBA_NUM_THREADS > 1
-        (self.step_parallel if parallel else self.step_serial)(num_envs, args)
+        return self.step_parallel if parallel else self.step_serial
 
     def reset(self, num_envs: int, mask, args: tuple) -> None:
         """Reset the envs where ``mask`` is True."""
