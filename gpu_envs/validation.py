@@ -52,7 +52,6 @@ MAX_EPISODE_STEPS = 2**31 - 1
 #: CartPole's reset bounds: magnitudes of low and high up to this keep one step's squared angular
 #: velocity (and so every state and observation) finite in float32.
 RESET_BOUND_LIMIT = 2.0**60
-_DEVICE_TYPES = ("cpu", "cuda")
 
 
 @dataclass
@@ -133,7 +132,7 @@ def as_tensor(value, name: str, kind: str) -> torch.Tensor:
     array").
     """
     if isinstance(value, torch.Tensor):
-        if value.device.type not in _DEVICE_TYPES or value.layout is not torch.strided:
+        if not (value.is_cpu or value.is_cuda) or value.layout is not torch.strided:
             raise ValueError(
                 f"{name} must be a dense tensor on the CPU or a CUDA device, got a {value.layout} "
                 f"tensor on {value.device}"
