@@ -135,17 +135,18 @@ TAG = dict(
 
 # Self-play Tag that learns within 20 minutes on a 2-core CPU (docs/training-tag-selfplay.md): the
 # seed game with PPO and 64x64 networks (the seed's 256x256 costs ~5x more per sample), short
-# rollouts (40 steps of 48 games), one torch thread (the run is then reproducible), and half the
-# games against frozen opponents (``opponents``: a pool of each team's initial weights and newest
-# snapshots). Without that pool, plain self-play forgets the random opponents: its runners learn to
-# flee chasing taggers and stay as easy to tag as random runners for random taggers.
+# rollouts (40 steps of 48 games), 8 minibatches, one torch thread (the run is reproducible), and
+# two thirds of the games against a frozen opponent (``opponents``): a third with frozen taggers, a
+# third with frozen runners, each drawn from the team's initial weights only (near-uniform actions).
+# Without them, plain self-play forgets the random opponents: its runners learn to flee chasing
+# taggers and stay as easy to tag as random runners for random taggers.
 TAG_SELFPLAY = _merged(
     TAG,
     dict(
         trainer=dict(
             num_envs=48,
             train_batch_size=48 * 40,
-            total_timesteps=1_000_000,
+            total_timesteps=48 * 40 * 500,
             seed=1,
             accelerator="cpu",
             torch_threads=1,
@@ -155,7 +156,7 @@ TAG_SELFPLAY = _merged(
                 algorithm="PPO",
                 lr=0.001,
                 update_epochs=epochs,
-                num_minibatches=4,
+                num_minibatches=8,
                 entropy_coeff=entropy,
                 model=dict(fc_dims=[64, 64]),
             )
@@ -163,7 +164,7 @@ TAG_SELFPLAY = _merged(
         },
         saving=dict(model_params_save_freq=50, name="tag_selfplay"),
         evaluation=dict(eval_freq=0),
-        opponents=dict(share=0.5, snapshot_freq=10, pool_size=4),
+        opponents=dict(share=0.67, pool_size=0),
     ),
 )
 
