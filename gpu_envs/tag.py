@@ -141,12 +141,14 @@ class TagVectorEnv(KernelEnv):
 
     def buffer_layout(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
         """Agents' state [E, N], the env's counters [E], outputs, and the kNN scratch: one row per
-        worker of an env ([E, 1, ...] on the CPU, [E, N, ...] on CUDA; lengths from
-        ``neighbour_scratch_sizes``)."""
+        worker of an env ([E, 1, K] on the CPU, [E, N, K] on CUDA)."""
         e, n = self.num_envs, self.num_agents
         f32, flag, i32 = np.dtype(np.float32), np.dtype(np.bool_), np.dtype(np.int32)
-        workers = 1 if self.kernel_target == "cpu" else n
-        idx_size, d2_size = logic.neighbour_scratch_sizes(self.params.num_other_agents_observed)
+        scratch = (
+            e,
+            1 if self.kernel_target == "cpu" else n,
+            max(self.params.num_other_agents_observed, 1),
+        )
         return {
             "x": ((e, n), f32),
             "y": ((e, n), f32),
@@ -167,8 +169,8 @@ class TagVectorEnv(KernelEnv):
             "has_final_obs": ((e,), flag),
             "tag_count": ((e, n), i32),
             "action_error": ((e,), flag),
-            "knn_idx": ((e, workers, idx_size), i32),
-            "knn_d2": ((e, workers, d2_size), f32),
+            "knn_idx": (scratch, i32),
+            "knn_d2": (scratch, f32),
             "runners_left": ((e,), i32),
         }
 

@@ -72,9 +72,6 @@ OTHER_FEATURES = 7
 SELF_FEATURES = 5
 #: Draws per agent at a reset: x, y, heading (RNG indices 3a, 3a+1, 3a+2).
 DRAWS_PER_AGENT = 3
-#: Candidates the neighbour search ranks, per observed neighbour: room for the few dozen agents
-#: below its distance bound, which it halves while more than that are below.
-CANDIDATES_PER_NEIGHBOUR = 2
 
 TWO_PI_32 = np.float32(2.0 * math.pi)
 _HALF_PI = np.float64(0.5 * math.pi)
@@ -113,15 +110,6 @@ def observation_size(
     """Length of one agent's observation: 7 blocks over the others, t/T, and the own-state block."""
     columns = num_agents - 1 if use_full_observation else num_other_agents_observed
     return OTHER_FEATURES * columns + 1 + (SELF_FEATURES if observe_self else 0)
-
-
-def neighbour_scratch_sizes(num_other_agents_observed: int) -> tuple[int, int]:
-    """Lengths of one worker's neighbour-search rows ``(knn_idx, knn_d2)``: ``knn_idx`` holds the
-    ``k`` neighbours then the candidates' ids, ``knn_d2`` the candidates' squared distances; the
-    candidates' rows have one spare slot (see :func:`_gather_below`)."""
-    k = max(num_other_agents_observed, 1)
-    candidate_slots = CANDIDATES_PER_NEIGHBOUR * k + 1
-    return k + candidate_slots, candidate_slots
 
 
 def make_consts(params) -> tuple[np.ndarray, np.ndarray]:
@@ -317,10 +305,7 @@ def _count_below(i, x, y, active, num_agents, bound):
 @kernel_function
 def _select_below(i, x, y, active, num_agents, k, bound, knn_idx, knn_d2):
     """The up-to-``k`` nearest in-game agents with a squared distance below ``bound``, in a bounded
-    insertion buffer; returns ``(count, nan_seen)`` (``nan_seen``: a NaN distance entered it).
-
-    The reference selection: :func:`nearest_in_game` ranks gathered candidates instead, and comes
-    here only for what ranking cannot order (NaN distances) or hold (too many candidates)."""
+    insertion buffer; returns ``(count, nan_seen)`` (``nan_seen``: a NaN distance entered it)."""
     count = 0
     nan_seen = False
     worst_d2 = bound
@@ -335,72 +320,21 @@ def _select_below(i, x, y, active, num_agents, k, bound, knn_idx, knn_d2):
     return count, nan_seen
 
 
-@kernel_function
-def _gather_below(i, x, y, active, num_agents, bound, candidate_ids, candidate_d2):
-    """The in-game agents other than ``i`` with a squared distance below ``bound``, in ascending id
-    order, into ``candidate_ids`` / ``candidate_d2``; returns ``(count, nan_seen)``.
-
-    Branch-free: every agent is written to the next free slot and only a candidate advances it.
-    The buffers hold ``capacity`` candidates and a spare slot that takes the writes once they are
-    full, so ``count > capacity`` says that they overflowed. ``nan_seen``: some in-game agent other
-    than ``i`` has a NaN distance.
-    """
-    spare_slot = np.uint32(candidate_ids.shape[0] - 1)
-    count = np.uint32(0)
-    nan_seen = False
-    for j in range(num_agents):
-        d2 = squared_distance32(i, j, x, y)
-        other_in_game = active[j] & (j != i)
-        slot = min(count, spare_slot)
-        candidate_ids[slot] = j
-        candidate_d2[slot] = d2
-        count += np.uint32((d2 < bound) & other_in_game)
-        nan_seen |= (d2 != d2) & other_in_game
-    return np.int64(count), nan_seen
-
-
-@kernel_function
-def _rank_candidates(count, k, candidate_ids, candidate_d2, knn_idx):
-    """The ``min(count, k)`` nearest of ``count`` candidates (ascending id order, no NaN distance)
-    into ``knn_idx``, nearest first, ties to the lower id; returns how many.
-
-    A candidate's place is the number of candidates that precede it in that order: those earlier
-    in the buffer (lower ids) that are as near or nearer, and those later that are strictly nearer.
-    Two branch-free counts per candidate (which the compiler vectorises) instead of a sort.
-    """
-    for c in range(count):
-        d2 = candidate_d2[c]
-        place = np.uint32(0)
-        for earlier in range(c):
-            place += np.uint32(candidate_d2[earlier] <= d2)
-        for later in range(c + 1, count):
-            place += np.uint32(candidate_d2[later] < d2)
-        if place < k:
-            knn_idx[place] = candidate_ids[c]
-    return min(count, k)
-
-
 @kernel_function(inline=False)
 def nearest_in_game(i, x, y, active, num_agents, k, area, knn_idx, knn_d2):
     """The up-to-``k`` nearest other in-game agents of ``i``, nearest first, ties to the lower id;
-    returns how many were found (their ids in ``knn_idx[:k]``).
+    returns how many were found (their ids in ``knn_idx``).
 
-    1. A bound: a squared distance with at least ``k`` in-game candidates below it and, where it
-       can, at most the capacity of the candidate buffers, found by branch-free counts (a first
-       guess from the density ``candidates / area``, then multiplied by 4 or halved). The ``k``
-       nearest are all below it.
-    2. The candidates below the bound gathered in ascending id order, then placed by rank
-       (:func:`_rank_candidates`).
+    1. A bound: a squared distance with at least ``k`` in-game candidates below it, found by
+       branch-free counts (a first guess from the density ``candidates / area``, then multiplied
+       by 4 or halved). The ``k`` nearest are all below it.
+    2. A selection in ascending id order into a bounded insertion buffer whose k-th distance starts
+       at the bound, so most candidates fail one comparison and few are inserted (not a full sort).
 
-    With fewer than ``k + 1`` candidates the bound is +inf. A NaN distance (only from a NaN or
-    infinite position) or more candidates than the buffers hold take the reference insertion
-    selection :func:`_select_below` (with +inf for NaN), whose order the ranking reproduces.
-    Scratch: ``knn_idx`` holds ``k`` neighbours then the candidates' ids, ``knn_d2`` their squared
-    distances (see :func:`neighbour_scratch_sizes`); one GPU thread per agent has no room for a
-    row of distances.
+    With fewer than ``k + 1`` candidates the bound is +inf; if a NaN distance turns up (only from a
+    NaN or infinite position) the selection is redone with +inf. Needs no scratch beyond the buffer
+    (one GPU thread per agent has no room for a row of distances).
     """
-    candidate_ids = knn_idx[k:]
-    capacity = candidate_ids.shape[0] - 1  # the last slot is the spare one
     bound = _INF
     in_reach = _count_below(i, x, y, active, num_agents, _INF)
     if in_reach > k:
@@ -409,21 +343,17 @@ def nearest_in_game(i, x, y, active, num_agents, k, area, knn_idx, knn_d2):
         while below < k:  # ends: in_reach > k candidates are below +inf
             bound = bound * _FOUR
             below = _count_below(i, x, y, active, num_agents, bound)
-        while below > capacity:
+        while below > 2 * k:
             half = bound * _HALF
             below_half = _count_below(i, x, y, active, num_agents, half)
             if below_half < k:  # ends at the latest when half underflows to 0
                 break
             bound = half
             below = below_half
-    count, nan_seen = _gather_below(i, x, y, active, num_agents, bound, candidate_ids, knn_d2)
-    if nan_seen:
+    count, nan_seen = _select_below(i, x, y, active, num_agents, k, bound, knn_idx, knn_d2)
+    if nan_seen and bound < _INF:
         count, nan_seen = _select_below(i, x, y, active, num_agents, k, _INF, knn_idx, knn_d2)
-        return count
-    if count > capacity:
-        count, nan_seen = _select_below(i, x, y, active, num_agents, k, bound, knn_idx, knn_d2)
-        return count
-    return _rank_candidates(count, k, candidate_ids, knn_d2, knn_idx)
+    return count
 
 
 @kernel_function
