@@ -92,7 +92,7 @@ def _f32(operation: Callable[..., np.float32], *values: float) -> float:
 def grid_length_range(num_other_agents_observed: int) -> tuple[float, float]:
     """The float32 ``[low, high]`` that ``grid_length`` L must lie in.
 
-    Partial observation's neighbour search (``tag_logic.nearest_in_game_row``) starts from the
+    Partial observation's neighbour search (``tag_logic.nearest_in_game``) starts from the
     squared-distance bound ``float32(k + k // 2) * L*L / candidates`` and multiplies it by 4 until
     k candidates are below it (at most 4 * 2 * L*L). In float32, ``L*L`` must be a normal number
     (else the bound is 0 and the x4 loop never ends) and ``L*L * max(8, k + k//2)`` finite (else
