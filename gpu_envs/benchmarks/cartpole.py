@@ -146,9 +146,11 @@ def bare_kernel_runner(
     """A builder of :class:`Runner` that calls our CPU driver directly with ``threads`` numba
     threads.
 
-    The env is built and reset as usual; each call then runs ``env._driver.step`` on the env's
-    kernel arguments with the actions slot taken from a pre-drawn pool. The numba thread count is
-    set for the call and restored after it (the other rows run with the process default).
+    The env is built and reset as usual; each call then runs the driver's step loop, compiled for
+    the env's kernel arguments (``CPUDriver.compiled_step``, as ``env.step`` calls it), with the
+    actions slot taken from a pre-drawn pool. The numba thread count is set for the call and
+    restored after it when it differs from the process default and the loop is the parallel one
+    (the other rows run with the process default).
     """
 
     def build(num_envs: int, seed: int) -> Runner:
@@ -162,11 +164,18 @@ def bare_kernel_runner(
             (*env.kernel_args[:slot], actions, *env.kernel_args[slot + 1 :]) for actions in pool
         ]
         next_args = timing.cycle_pool(prepared)
+        step = driver.compiled_step(num_envs, prepared[0])  # no per-call typing, as env.step
         default = numba.get_num_threads()
 
+        # The serial driver (small batches) runs on one thread whatever the setting.
+        serial = num_envs < driver.parallel_min_envs or numba.config.NUMBA_NUM_THREADS == 1
+
         def call() -> None:
+            if threads == default or serial:
+                step(num_envs, next_args())
+                return
             numba.set_num_threads(threads)
-            driver.step(num_envs, next_args())
+            step(num_envs, next_args())
             numba.set_num_threads(default)
 
         return Runner(
