@@ -27,6 +27,7 @@ import copy
 import os
 import secrets
 import warnings
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -299,7 +300,8 @@ class KernelEnv:
             else ()
         )
         self._launch = {} if self.kernel_target == "cpu" else {"num_agents": self.num_agents}
-        self._cpu_step = None  # compiled for the argument types at the next CPU step
+        # compiled for the argument types at the next CPU step
+        self._cpu_step: Callable[[int, tuple], None] | None = None
 
     @property
     def kernel_args(self) -> tuple:
@@ -430,15 +432,16 @@ class KernelEnv:
         else:
             array = self.check_actions(actions).to(self._action_dtype).contiguous().numpy()
         self._check_finished_envs()
-        args = list(self._kernel_args)
-        args[self._actions_index] = array
+        slots = list(self._kernel_args)
+        slots[self._actions_index] = array
         fresh = [np.empty(shape, dtype) for _, shape, dtype in self._fresh_outputs]
         for (index, _, _), output in zip(self._fresh_outputs, fresh):
-            args[index] = output
-        self._kernel_args = args = tuple(args)
-        if self._cpu_step is None:
-            self._cpu_step = self._driver.compiled_step(self.num_envs, args)
-        self._cpu_step(self.num_envs, args)
+            slots[index] = output
+        self._kernel_args = args = tuple(slots)
+        step = self._cpu_step
+        if step is None:
+            step = self._cpu_step = self._driver.compiled_step(self.num_envs, args)
+        step(self.num_envs, args)
         if not fresh:
             return tuple(devices.fresh_copy(self._tensors[name]) for name in self.step_outputs)
         outputs = tuple(map(torch.from_numpy, fresh))

@@ -316,7 +316,7 @@ class ActionCheck:
 
     def tensor(self, actions, validate: bool) -> torch.Tensor:
         """The actions as a tensor on the device (float32 for a Box space, else int64)."""
-        if self.box:
+        if isinstance(self.space, gym.spaces.Box):
             if validate:
                 return as_box_action_tensor(
                     actions, self.shape, self.device, self.space.low, self.space.high

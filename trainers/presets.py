@@ -135,10 +135,10 @@ TAG = dict(
 
 # Self-play Tag that learns within 20 minutes on a 2-core CPU (docs/training-tag-selfplay.md): the
 # seed game with PPO and 64x64 networks (the seed's 256x256 costs ~5x more per sample), short
-# rollouts (40 steps of 48 games), 8 minibatches, one torch thread (the run is reproducible), and
-# three quarters of the games against a frozen opponent (``opponents``): 18 games with frozen
-# taggers, 18 with frozen runners, each drawn from the team's initial weights only (near-uniform
-# actions), 12 games of self-play.
+# rollouts (40 steps of 48 games), 8 minibatches, 8 epochs for the taggers (5 agents per game, few
+# samples) and 2 for the runners, one torch thread (the run is reproducible), and most games
+# against a frozen opponent (``opponents``): 19 games with frozen taggers, 19 with frozen runners,
+# each drawn from the team's initial weights only (near-uniform actions), 10 games of self-play.
 # Without them, plain self-play forgets the random opponents: its runners learn to flee chasing
 # taggers and stay as easy to tag as random runners for random taggers.
 TAG_SELFPLAY = _merged(
@@ -147,7 +147,7 @@ TAG_SELFPLAY = _merged(
         trainer=dict(
             num_envs=48,
             train_batch_size=48 * 40,
-            total_timesteps=48 * 40 * 450,
+            total_timesteps=48 * 40 * 400,
             seed=1,
             accelerator="cpu",
             torch_threads=1,
@@ -161,11 +161,11 @@ TAG_SELFPLAY = _merged(
                 entropy_coeff=entropy,
                 model=dict(fc_dims=[64, 64]),
             )
-            for team, epochs, entropy in (("runner", 2, 0.001), ("tagger", 4, 0.01))
+            for team, epochs, entropy in (("runner", 2, 0.001), ("tagger", 8, 0.01))
         },
         saving=dict(model_params_save_freq=50, name="tag_selfplay"),
         evaluation=dict(eval_freq=0),
-        opponents=dict(share=0.75, pool_size=0),
+        opponents=dict(share=0.8, pool_size=0),
     ),
 )
 
