@@ -3,18 +3,15 @@ how the pool grows, and that a checkpoint resumes it exactly."""
 
 import pytest
 import torch
+from test_trainer_tag import SMALL_TAG as TAG_SMALL_GAME
 
 from gpu_envs.trainers.checkpoint import load_checkpoint
 from gpu_envs.trainers.config import ConfigError, RunConfig, apply_overrides
 from gpu_envs.trainers.presets import preset
 
+# test_trainer_tag's small game, more envs and iterations, PPO for both teams, a pool.
 SMALL_TAG = [
-    "env.num_taggers=2",
-    "env.num_runners=6",
-    "env.grid_length=2.0",
-    "env.episode_length=12",
-    "env.tagging_distance=0.25",
-    "env.num_other_agents_observed=3",
+    *(o for o in TAG_SMALL_GAME if not o.startswith("trainer.")),
     "trainer.num_envs=8",
     "trainer.train_batch_size=48",
     "trainer.total_timesteps=288",
@@ -23,10 +20,6 @@ SMALL_TAG = [
     "trainer.torch_threads=1",
     "policy.runner.algorithm=PPO",
     "policy.tagger.algorithm=PPO",
-    "policy.runner.model.fc_dims=[8]",
-    "policy.tagger.model.fc_dims=[8]",
-    "evaluation.eval_freq=0",
-    "saving.metrics_log_freq=1",
     "opponents.share=0.5",
     "opponents.snapshot_freq=2",
     "opponents.pool_size=1",
