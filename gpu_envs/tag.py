@@ -64,7 +64,7 @@ class TagVectorEnv(KernelEnv):
 
     game = "tag"
     logic = logic
-    scratch_buffers = ("knn_idx", "knn_d2", "runners_left")
+    scratch_buffers = ("knn_idx", "d2_row", "runners_left")
     cuda_shape = "block"
     cuda_shared_slots = logic.SHARED_SLOTS
     #: One Tag env-step is tens of microseconds: threads pay for themselves from two envs on.
@@ -140,15 +140,15 @@ class TagVectorEnv(KernelEnv):
         self._build()
 
     def buffer_layout(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-        """Agents' state [E, N], the env's counters [E], outputs, and the kNN scratch: one row per
-        worker of an env ([E, 1, K] on the CPU, [E, N, K] on CUDA)."""
+        """Agents' state [E, N], the env's counters [E], outputs, and the partial observation's
+        kNN scratch of each worker of an env (one on the CPU, N on CUDA): its k neighbour ids (and
+        room for N candidates) and its squared distances to all N agents (on CUDA about 8 * N * N
+        bytes per game)."""
         e, n = self.num_envs, self.num_agents
         f32, flag, i32 = np.dtype(np.float32), np.dtype(np.bool_), np.dtype(np.int32)
-        scratch = (
-            e,
-            1 if self.kernel_target == "cpu" else n,
-            max(self.params.num_other_agents_observed, 1),
-        )
+        workers = 1 if self.kernel_target == "cpu" else n
+        k = self.params.num_other_agents_observed
+        row = 1 if self.params.use_full_observation else n
         return {
             "x": ((e, n), f32),
             "y": ((e, n), f32),
@@ -169,8 +169,8 @@ class TagVectorEnv(KernelEnv):
             "has_final_obs": ((e,), flag),
             "tag_count": ((e, n), i32),
             "action_error": ((e,), flag),
-            "knn_idx": (scratch, i32),
-            "knn_d2": (scratch, f32),
+            "knn_idx": ((e, workers, 1 if row == 1 else k + n), i32),
+            "d2_row": ((e, workers, row), f32),
             "runners_left": ((e,), i32),
         }
 

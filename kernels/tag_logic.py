@@ -82,6 +82,7 @@ _ONE = np.float32(1.0)
 _INF = np.float32(np.inf)
 _HALF = np.float32(0.5)
 _FOUR = np.float32(4.0)
+_THREE_QUARTERS = np.float32(0.75)
 
 
 # --------------------------------------------------------------------------------- host set-up
@@ -266,94 +267,118 @@ def squared_distance32(i, j, x, y):
 
 
 @kernel_function
-def _insert_neighbour(j, d2, count, k, knn_idx, knn_d2):
-    """Insert candidate ``j`` (squared distance ``d2``) into the sorted buffer; returns the new
-    count.
-
-    The buffer holds ``count`` entries sorted by distance; when full (``count == k``) the last one
-    drops out. ``j`` enters only before strictly farther entries, so with candidates offered in
-    ascending id order equal distances keep the lower id first.
-    """
-    if count < k:
-        pos = count
-        count += 1
-    else:
-        pos = k - 1
-    while pos > 0 and knn_d2[pos - 1] > d2:
-        knn_idx[pos] = knn_idx[pos - 1]
-        knn_d2[pos] = knn_d2[pos - 1]
-        pos -= 1
-    knn_idx[pos] = j
-    knn_d2[pos] = d2
-    return count
-
-
-@kernel_function
-def _count_below(i, x, y, active, num_agents, bound):
-    """How many in-game agents other than ``i`` have a squared distance to ``i`` below ``bound``
-    (a branch-free count the compiler vectorises)."""
+def _distance_row(i, x, y, active, num_agents, d2_row):
+    """Fill ``d2_row[j]`` with the float32 squared distance from ``i`` to each in-game agent
+    ``j != i`` (+inf for the others); returns how many of them are finite."""
     xi = x[i]
     yi = y[i]
-    below = 0
+    finite = 0
     for j in range(num_agents):
         dx = x[j] - xi
         dy = y[j] - yi
-        below += ((dx * dx + dy * dy) < bound) & active[j] & (j != i)
+        d2 = dx * dx + dy * dy if active[j] & (j != i) else _INF
+        d2_row[j] = d2
+        finite += d2 < _INF
+    return finite
+
+
+@kernel_function
+def _count_below(d2_row, num_agents, bound):
+    """How many entries of ``d2_row`` are below ``bound`` (a branch-free count the compiler
+    vectorises)."""
+    below = 0
+    for j in range(num_agents):
+        below += d2_row[j] < bound
     return below
 
 
 @kernel_function
-def _select_below(i, x, y, active, num_agents, k, bound, knn_idx, knn_d2):
-    """The up-to-``k`` nearest in-game agents with a squared distance below ``bound``, in a bounded
-    insertion buffer; returns ``(count, nan_seen)`` (``nan_seen``: a NaN distance entered it)."""
+def _bound_with_k_below(d2_row, num_agents, k, in_reach, area):
+    """A squared distance with at least ``k`` (and, where the row allows, at most ``k + k // 4``)
+    entries of ``d2_row`` below it; +inf when ``in_reach <= k``.
+
+    A first guess from the density ``in_reach / area``, multiplied by 4 until ``k`` are below,
+    halved while more than ``2k`` stay below, then shrunk by 3/4 at most twice (fewer candidates
+    to rank). Each step is one branch-free count.
+    """
+    if in_reach <= k:
+        return _INF
+    bound = np.float32(k + k // 2) * area / np.float32(in_reach)
+    below = _count_below(d2_row, num_agents, bound)
+    while below < k:  # ends: in_reach > k finite distances are below +inf
+        bound = bound * _FOUR
+        below = _count_below(d2_row, num_agents, bound)
+    while below > 2 * k:
+        half = bound * _HALF
+        below_half = _count_below(d2_row, num_agents, half)
+        if below_half < k:  # ends at the latest when half underflows to 0
+            break
+        bound = half
+        below = below_half
+    for _ in range(2):
+        if below <= k + k // 4:
+            break
+        smaller = bound * _THREE_QUARTERS
+        below_smaller = _count_below(d2_row, num_agents, smaller)
+        if below_smaller < k:
+            break
+        bound = smaller
+        below = below_smaller
+    return bound
+
+
+@kernel_function
+def _gather_below(d2_row, num_agents, bound, knn_idx, first):
+    """Move the distances below ``bound`` to the front of ``d2_row`` (ascending id, branch-free)
+    and their ids to ``knn_idx[first:]``; returns how many there are."""
     count = 0
-    nan_seen = False
-    worst_d2 = bound
-    for j in range(num_agents):
-        d2 = squared_distance32(i, j, x, y)
-        if d2 >= worst_d2 or j == i or not active[j]:
-            continue
-        nan_seen = nan_seen or d2 != d2
-        count = _insert_neighbour(j, d2, count, k, knn_idx, knn_d2)
-        if count == k:
-            worst_d2 = knn_d2[k - 1]
-    return count, nan_seen
+    for j in range(num_agents):  # writes at ``count <= j``: no unread entry is overwritten
+        d2 = d2_row[j]
+        d2_row[count] = d2
+        knn_idx[first + count] = j
+        count += d2 < bound
+    return count
+
+
+@kernel_function
+def _place_by_rank(candidates, k, d2_row, knn_idx):
+    """``knn_idx[:k]``: the ids (at ``knn_idx[k:]``) of the ``k`` nearest ``candidates``, nearest
+    first, ties to the lower id.
+
+    A candidate's place is its rank: how many candidates come before it (a smaller distance, or an
+    equal one and a lower id, i.e. an earlier place in the ascending gather). Branch-free.
+    """
+    for a in range(candidates):
+        d2 = d2_row[a]
+        rank = 0
+        for b in range(candidates):
+            other = d2_row[b]
+            rank += (other < d2) | ((other == d2) & (b < a))
+        if rank < k:
+            knn_idx[rank] = knn_idx[k + a]
 
 
 @kernel_function(inline=False)
-def nearest_in_game(i, x, y, active, num_agents, k, area, knn_idx, knn_d2):
+def nearest_in_game(i, x, y, active, num_agents, k, area, knn_idx, d2_row):
     """The up-to-``k`` nearest other in-game agents of ``i``, nearest first, ties to the lower id;
-    returns how many were found (their ids in ``knn_idx``).
+    returns how many were found (their ids in ``knn_idx[:k]``).
 
-    1. A bound: a squared distance with at least ``k`` in-game candidates below it, found by
-       branch-free counts (a first guess from the density ``candidates / area``, then multiplied
-       by 4 or halved). The ``k`` nearest are all below it.
-    2. A selection in ascending id order into a bounded insertion buffer whose k-th distance starts
-       at the bound, so most candidates fail one comparison and few are inserted (not a full sort).
+    1. ``d2_row``: the squared distance to every agent (one vectorised pass; +inf for ``i`` and
+       agents out of the game).
+    2. A bound with at least ``k`` (typically k to 1.25k) candidates below it, by branch-free
+       counts over the row. The ``k`` nearest are all below it.
+    3. The candidates below the bound gathered in ascending id order, and each put at its rank
+       among them (no sort, no data-dependent branch but the count loops).
 
-    With fewer than ``k + 1`` candidates the bound is +inf; if a NaN distance turns up (only from a
-    NaN or infinite position) the selection is redone with +inf. Needs no scratch beyond the buffer
-    (one GPU thread per agent has no room for a row of distances).
+    ``knn_idx`` has room for ``k + num_agents`` ids (the candidates after the first ``k``). With
+    fewer than ``k + 1`` candidates the bound is +inf. A distance that is not finite (only from a
+    NaN or infinite position, which validated parameters rule out) is never observed.
     """
-    bound = _INF
-    in_reach = _count_below(i, x, y, active, num_agents, _INF)
-    if in_reach > k:
-        bound = np.float32(k + k // 2) * area / np.float32(in_reach)
-        below = _count_below(i, x, y, active, num_agents, bound)
-        while below < k:  # ends: in_reach > k candidates are below +inf
-            bound = bound * _FOUR
-            below = _count_below(i, x, y, active, num_agents, bound)
-        while below > 2 * k:
-            half = bound * _HALF
-            below_half = _count_below(i, x, y, active, num_agents, half)
-            if below_half < k:  # ends at the latest when half underflows to 0
-                break
-            bound = half
-            below = below_half
-    count, nan_seen = _select_below(i, x, y, active, num_agents, k, bound, knn_idx, knn_d2)
-    if nan_seen and bound < _INF:
-        count, nan_seen = _select_below(i, x, y, active, num_agents, k, _INF, knn_idx, knn_d2)
-    return count
+    in_reach = _distance_row(i, x, y, active, num_agents, d2_row)
+    bound = _bound_with_k_below(d2_row, num_agents, k, in_reach, area)
+    candidates = _gather_below(d2_row, num_agents, bound, knn_idx, k)
+    _place_by_rank(candidates, k, d2_row, knn_idx)
+    return min(candidates, k)
 
 
 @kernel_function
@@ -373,7 +398,7 @@ def _zero_relative(obs_row, columns, c):
 
 
 @kernel_function
-def select_neighbours(i, x, y, active, knn_idx, knn_d2, float_consts, int_consts):
+def select_neighbours(i, x, y, active, knn_idx, d2_row, float_consts, int_consts):
     """The neighbours agent ``i`` observes in partial mode: their count, ids in ``knn_idx``.
 
     0 in full mode and when ``i`` is out of the game.
@@ -390,7 +415,7 @@ def select_neighbours(i, x, y, active, knn_idx, knn_d2, float_consts, int_consts
         int_consts[NUM_OBSERVED],
         length * length,
         knn_idx,
-        knn_d2,
+        d2_row,
     )
 
 
@@ -498,7 +523,7 @@ def finalize_reward(a, rewards, tag_count, active, at_end, float_consts, int_con
 # ``step_envs`` / ``reset_envs`` take the engine's arguments: the buffers of ``gpu_envs.tag`` in
 # order (x, y, heading, speed, acceleration, active, t, needs_reset, episode, env_seed, obs,
 # rewards, terminated, truncated, final_obs, final_active, has_final_obs, tag_count, action_error,
-# knn_idx, knn_d2, runners_left), then actions, acc_table, turn_table, start_state, start_given,
+# knn_idx, d2_row, runners_left), then actions, acc_table, turn_table, start_state, start_given,
 # float_consts, int_consts, autoreset_mode. A worker (the CPU thread of an env, or a CUDA thread)
 # handles the agents
 # ``agent_start(), agent_start() + agent_stride(), ...``; ``barrier`` separates the phases.
@@ -506,14 +531,14 @@ def finalize_reward(a, rewards, tag_count, active, at_end, float_consts, int_con
 
 @kernel_function(inline=False)
 def _observe_all(
-    e, t, x, y, heading, speed, acc, active, obs, knn_idx, knn_d2, float_consts, int_consts
+    e, t, x, y, heading, speed, acc, active, obs, knn_idx, d2_row, float_consts, int_consts
 ):
     """Every agent's observation of env ``e`` at time ``t`` (each worker its own kNN scratch
     row)."""
     slot = min(agent_start(), knn_idx.shape[1] - 1)
     for a in range(agent_start(), int_consts[NUM_AGENTS], agent_stride()):
         found = select_neighbours(
-            a, x, y, active, knn_idx[e, slot], knn_d2[e, slot], float_consts, int_consts
+            a, x, y, active, knn_idx[e, slot], d2_row[e, slot], float_consts, int_consts
         )
         observe_agent(
             a,
@@ -548,7 +573,7 @@ def _reset_game(
     obs,
     tag_count,
     knn_idx,
-    knn_d2,
+    d2_row,
     start_state,
     start_given,
     float_consts,
@@ -564,7 +589,7 @@ def _reset_game(
         tag_count[e, a] = 0
     barrier()
     _observe_all(
-        e, 0, x, y, heading, speed, acc, active, obs, knn_idx, knn_d2, float_consts, int_consts
+        e, 0, x, y, heading, speed, acc, active, obs, knn_idx, d2_row, float_consts, int_consts
     )
     if agent_start() == 0:
         episode[e] = ep + np.uint64(1)
@@ -593,7 +618,7 @@ def _advance_game(
     tag_count,
     action_error,
     knn_idx,
-    knn_d2,
+    d2_row,
     runners_left,
     actions,
     acc_table,
@@ -632,7 +657,7 @@ def _advance_game(
         runners_left[e] = 0
     barrier()
     _observe_all(
-        e, t_new, x, y, heading, speed, acc, active, obs, knn_idx, knn_d2, float_consts, int_consts
+        e, t_new, x, y, heading, speed, acc, active, obs, knn_idx, d2_row, float_consts, int_consts
     )
     barrier()
     for r in range(int_consts[NUM_TAGGERS] + first, n, stride):
@@ -688,7 +713,7 @@ def step_envs(
     tag_count,
     action_error,
     knn_idx,
-    knn_d2,
+    d2_row,
     runners_left,
     actions,
     acc_table,
@@ -729,7 +754,7 @@ def step_envs(
                     obs,
                     tag_count,
                     knn_idx,
-                    knn_d2,
+                    d2_row,
                     start_state,
                     start_given,
                     float_consts,
@@ -762,7 +787,7 @@ def step_envs(
                 tag_count,
                 action_error,
                 knn_idx,
-                knn_d2,
+                d2_row,
                 runners_left,
                 actions,
                 acc_table,
@@ -788,7 +813,7 @@ def step_envs(
                     obs,
                     tag_count,
                     knn_idx,
-                    knn_d2,
+                    d2_row,
                     start_state,
                     start_given,
                     float_consts,
@@ -837,7 +862,7 @@ def reset_envs(
     tag_count,
     action_error,
     knn_idx,
-    knn_d2,
+    d2_row,
     runners_left,
     actions,
     acc_table,
@@ -877,7 +902,7 @@ def reset_envs(
                 obs,
                 tag_count,
                 knn_idx,
-                knn_d2,
+                d2_row,
                 start_state,
                 start_given,
                 float_consts,
