@@ -41,7 +41,7 @@ class OpponentPool:
             for index, group in enumerate(groups)
         }
         self.groups = list(groups)
-        self.snapshot_freq = config.snapshot_freq
+        self.snapshot_freq, self.pool_size = config.snapshot_freq, config.pool_size
         self.initial = {g.tag: _detached(g.module.state_dict()) for g in groups}
         self.snapshots: dict[str, collections.deque] = {
             g.tag: collections.deque(maxlen=config.pool_size) for g in groups
@@ -52,7 +52,8 @@ class OpponentPool:
 
     def next_rollout(self) -> None:
         """Before a rollout: snapshot the policies when due, then draw each policy's frozen copy."""
-        if self.rollouts and self.rollouts % self.snapshot_freq == 0:
+        due = self.rollouts and self.rollouts % self.snapshot_freq == 0
+        if due and self.pool_size > 0:  # a pool of size 0 holds only the initial weights
             for group in self.groups:
                 self.snapshots[group.tag].append(_detached(group.module.state_dict()))
         self.rollouts += 1
