@@ -12,15 +12,16 @@ threads then read neighbouring addresses, and the CPU driver's physics pass vect
 
 One step of env ``i`` is: ``pole_cos_sin`` of its angle, ``physics`` (a pure function of the
 state), ``record_step`` (counter, reward, flags; no branch on the env's data), ``write_obs`` and
-``complete_autoreset`` (the resets, rare): :func:`step_envs` runs them as passes over a block of
-envs, for both drivers (the CPU's blocks hold many envs, a CUDA thread's block one).
+the rare resets that ``autoreset.autoreset_due`` asks for: :func:`step_envs` runs them as passes
+over a block of envs, for both drivers (the CPU's blocks hold many envs, a CUDA thread's block
+one).
 """
 
 import math
 
 import numpy as np
 
-from gpu_envs.kernels.autoreset import NEXT_STEP, SAME_STEP
+from gpu_envs.kernels.autoreset import autoreset_due, record_episode_step
 from gpu_envs.kernels.rng import uniform01
 from gpu_envs.kernels.targets import cast_like, kernel_function
 
@@ -128,60 +129,23 @@ def record_step(
     truncated,
     has_final_obs,
 ):
-    """Counter, reward and flags of env ``i`` after its physics, without a branch on the env's data.
-
-    An env that NEXT_STEP mode resets on this step (it finished on the previous one) gets reward 0
-    and both flags False, and keeps ``needs_reset`` set for :func:`complete_autoreset`, which resets
-    it.
-    """
-    resetting = (autoreset_mode == NEXT_STEP) & needs_reset[i]
-    live = not resetting
-    steps = elapsed[i] + 1
-    elapsed[i] = steps
-    is_terminal = live & is_terminal
-    is_truncated = live & (max_episode_steps > 0) & (steps >= max_episode_steps)
+    """Counter, flags (:func:`~gpu_envs.kernels.autoreset.record_episode_step`) and reward of env
+    ``i`` after its physics, without a branch on the env's data."""
+    live = record_episode_step(
+        i,
+        is_terminal,
+        elapsed,
+        needs_reset,
+        max_episode_steps,
+        autoreset_mode,
+        terminated,
+        truncated,
+        has_final_obs,
+    )
     if sutton_barto_reward:
-        rewards[i] = -1.0 if is_terminal else 0.0
+        rewards[i] = -1.0 if live & is_terminal else 0.0
     else:
         rewards[i] = 1.0 if live else 0.0
-    terminated[i] = is_terminal
-    truncated[i] = is_truncated
-    done = is_terminal | is_truncated
-    needs_reset[i] = done | resetting
-    if autoreset_mode == SAME_STEP:
-        has_final_obs[i] = done
-
-
-@kernel_function
-def complete_autoreset(
-    i,
-    state,
-    elapsed,
-    needs_reset,
-    episode,
-    env_seed,
-    reset_bounds,
-    autoreset_mode,
-    obs,
-    terminated,
-    truncated,
-    final_obs,
-    has_final_obs,
-):
-    """The resets of env ``i``'s step, after :func:`record_step` and ``write_obs`` (rare,
-    branching).
-
-    NEXT_STEP: the env still marked ``needs_reset`` with both flags False is the one resetting now.
-    SAME_STEP: an env whose episode ended keeps its last observation in ``final_obs`` and restarts.
-    """
-    if autoreset_mode == NEXT_STEP:
-        if needs_reset[i] and not (terminated[i] or truncated[i]):
-            reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
-            write_obs(i, state, obs)
-    elif autoreset_mode == SAME_STEP and has_final_obs[i]:
-        write_obs(i, state, final_obs)
-        reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
-        write_obs(i, state, obs)
 
 
 @kernel_function
@@ -211,9 +175,10 @@ def step_envs(
 
     Five passes over the block (a CUDA thread's block is its one env): the cos/sin of every pole
     angle into the ``trig`` scratch (libm calls), the physics (branch-free arithmetic on the
-    component-major state), :func:`record_step`, :func:`write_obs`, then the rare
-    :func:`complete_autoreset`. Split this way, the physics and bookkeeping loops have no branch on
-    the envs' data and a CPU vectorises them; the results are the same bits as one env at a time.
+    component-major state), :func:`record_step`, :func:`write_obs`, then the rare resets
+    (:func:`~gpu_envs.kernels.autoreset.autoreset_due`). Split this way, the physics and
+    bookkeeping loops have no branch on the envs' data and a CPU vectorises them; the results are
+    the same bits as one env at a time.
     """
     for i in range(start, stop):
         trig[0, i], trig[1, i] = pole_cos_sin(state[2, i])
@@ -270,21 +235,11 @@ def step_envs(
     for j in range(stop - start):
         write_obs(j, block_state, block_obs)
     for i in range(start, stop):
-        complete_autoreset(
-            i,
-            state,
-            elapsed,
-            needs_reset,
-            episode,
-            env_seed,
-            reset_bounds,
-            autoreset_mode,
-            obs,
-            terminated,
-            truncated,
-            final_obs,
-            has_final_obs,
-        )
+        if autoreset_due(
+            i, autoreset_mode, needs_reset, terminated, truncated, has_final_obs, obs, final_obs
+        ):
+            reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
+            write_obs(i, state, obs)
 
 
 @kernel_function

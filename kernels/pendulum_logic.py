@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from gpu_envs.kernels.autoreset import NEXT_STEP, SAME_STEP
+from gpu_envs.kernels.autoreset import autoreset_due, record_episode_step
 from gpu_envs.kernels.rng import uniform01
 from gpu_envs.kernels.targets import cast_like, fmod64, kernel_function
 
@@ -117,52 +117,20 @@ def record_step(
     truncated,
     has_final_obs,
 ):
-    """Counter, reward and flags of env ``i`` after its physics (the pendulum never terminates).
-
-    An env that NEXT_STEP mode resets on this step (it finished on the previous one) gets reward 0
-    and both flags False, and keeps ``needs_reset`` set for :func:`complete_autoreset`.
-    """
-    resetting = (autoreset_mode == NEXT_STEP) & needs_reset[i]
-    live = not resetting
-    steps = elapsed[i] + 1
-    elapsed[i] = steps
-    is_truncated = live & (max_episode_steps > 0) & (steps >= max_episode_steps)
+    """Counter, flags (:func:`~gpu_envs.kernels.autoreset.record_episode_step`; the pendulum never
+    terminates) and reward ``-cost`` of env ``i`` after its physics."""
+    live = record_episode_step(
+        i,
+        False,
+        elapsed,
+        needs_reset,
+        max_episode_steps,
+        autoreset_mode,
+        terminated,
+        truncated,
+        has_final_obs,
+    )
     rewards[i] = -cost if live else 0.0
-    terminated[i] = False
-    truncated[i] = is_truncated
-    needs_reset[i] = is_truncated | resetting
-    if autoreset_mode == SAME_STEP:
-        has_final_obs[i] = is_truncated
-
-
-@kernel_function
-def complete_autoreset(
-    i,
-    state,
-    elapsed,
-    needs_reset,
-    episode,
-    env_seed,
-    reset_bounds,
-    autoreset_mode,
-    obs,
-    truncated,
-    final_obs,
-    has_final_obs,
-):
-    """The resets of env ``i``'s step, after :func:`record_step` and :func:`write_obs` (rare).
-
-    NEXT_STEP: the env still marked ``needs_reset`` but not truncated now is the one resetting.
-    SAME_STEP: an env whose episode ended keeps its last observation in ``final_obs`` and restarts.
-    """
-    if autoreset_mode == NEXT_STEP:
-        if needs_reset[i] and not truncated[i]:
-            reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
-            write_obs(i, state, obs)
-    elif autoreset_mode == SAME_STEP and has_final_obs[i]:
-        write_obs(i, state, final_obs)
-        reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
-        write_obs(i, state, obs)
 
 
 @kernel_function
@@ -206,20 +174,11 @@ def step_envs(
             has_final_obs,
         )
         write_obs(i, state, obs)
-        complete_autoreset(
-            i,
-            state,
-            elapsed,
-            needs_reset,
-            episode,
-            env_seed,
-            reset_bounds,
-            autoreset_mode,
-            obs,
-            truncated,
-            final_obs,
-            has_final_obs,
-        )
+        if autoreset_due(
+            i, autoreset_mode, needs_reset, terminated, truncated, has_final_obs, obs, final_obs
+        ):
+            reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
+            write_obs(i, state, obs)
 
 
 @kernel_function
