@@ -331,11 +331,37 @@ class ActionCheck:
         if self.box:
             return self.tensor(actions, validate).contiguous().numpy()
         upper = self._checked_upper() if validate else None
-        tensor = _integer_layout(actions, self.shape, "actions")
-        array = _to_int64(tensor, _CPU).contiguous().numpy()
+        array, given = self._as_is(actions), None
+        if array is None:
+            given = _integer_layout(actions, self.shape, "actions")
+            array = _to_int64(given, _CPU).contiguous().numpy()
         if validate and any_out_of_range(array.reshape(self._rows), self._bounds):
-            raise_out_of_range(tensor, torch.as_tensor(upper), "actions")
+            shown = torch.from_numpy(array) if given is None else given
+            raise_out_of_range(shown, torch.as_tensor(upper), "actions")
         return array
+
+    def _as_is(self, actions) -> np.ndarray | None:
+        """The common case without conversion: a C-contiguous int64 CPU tensor or NumPy array of
+        the expected shape, as the array the kernel reads (None for anything else)."""
+        if type(actions) is torch.Tensor:
+            if (
+                actions.dtype is torch.int64
+                and actions.is_cpu
+                and actions.layout is torch.strided
+                and actions.shape == self.shape
+                and actions.is_contiguous()
+            ):
+                return actions.numpy()
+        elif type(actions) is np.ndarray:
+            flags = actions.flags
+            if (
+                actions.dtype == np.int64
+                and actions.shape == self.shape
+                and flags.c_contiguous
+                and flags.writeable
+            ):
+                return actions
+        return None
 
     def _checked_upper(self) -> int | list[int]:
         if self.upper is None:

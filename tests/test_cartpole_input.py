@@ -19,6 +19,8 @@ def env():
     [
         (torch.tensor([0, 1, 2, 0]), ValueError, r"actions\[2\] = 2 is out of range"),
         (torch.tensor([0, -1, 0, 0]), ValueError, r"actions\[1\] = -1 is out of range"),
+        (np.array([0, 1, 0, 3]), ValueError, r"actions\[3\] = 3 is out of range"),
+        (torch.tensor([0, 1, 0, 0, 9, 9, 9, 0])[::2], ValueError, r"actions\[2\] = 9 is out of"),
         (np.array([0, 1, 0]), ValueError, r"shape \(4,\)"),
         (torch.zeros((4, 1), dtype=torch.int64), ValueError, "shape"),
         (torch.tensor([0.0, 1.0, 0.0, 1.0]), TypeError, "integer dtype"),
@@ -30,6 +32,32 @@ def env():
 def test_bad_actions(env, actions, error, message):
     with pytest.raises(error, match=message):
         env.step(actions)
+
+
+def _readonly(array):
+    array.flags.writeable = False
+    return array
+
+
+def test_every_form_of_the_same_actions_steps_the_same():
+    """int64 tensors and arrays (read as they are), strided views, other integer dtypes, read-only
+    arrays and lists (converted) are the same actions."""
+    actions = np.random.default_rng(0).integers(0, 2, (20, 6))
+    forms = [
+        torch.from_numpy,
+        lambda a: a.copy(),
+        lambda a: torch.from_numpy(np.repeat(a, 2))[::2],
+        lambda a: torch.from_numpy(a.astype(np.int32)),
+        lambda a: _readonly(a.copy()),
+        lambda a: a.tolist(),
+    ]
+    outputs = []
+    for form in forms:
+        env = gpu_envs.CartPoleVectorEnv(6)
+        env.reset(seed=3)
+        outputs.append([env.step(form(row))[0] for row in actions])
+    for other in outputs[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(outputs[0], other))
 
 
 @pytest.mark.parametrize("num_envs", [5, 4096])  # the serial and the parallel CPU driver
