@@ -31,8 +31,14 @@ ENVS = [
 
 def kernel_signatures(env) -> list[tuple]:
     """``[(python_function, signature), ...]`` of the env's step and reset kernels."""
+    logic = env.logic
     driver = cuda_drivers.make_driver(
-        env.game, env.logic.step_envs, env.logic.reset_envs, env.cuda_shape, env.cuda_shared_slots
+        env.game,
+        logic.step_envs,
+        logic.reset_envs,
+        logic.KernelArgs,
+        env.cuda_shape,
+        env.cuda_shared_slots,
     )
     args = types.Tuple([numba.typeof(value) for value in env.kernel_args])
     return [

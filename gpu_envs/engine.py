@@ -4,13 +4,13 @@ A game subclasses :class:`KernelEnv` and declares only what is its own:
 
 - ``game``: a name (it keys the compiled kernels in numba's disk cache);
 - ``logic``: its step logic, a module (or any object) with two
-  :func:`~gpu_envs.kernels.targets.kernel_function`\\ s ``step_envs(start, stop, *args)`` and
-  ``reset_envs(start, stop, mask, *args)`` (see ``docs/write-an-env.md``);
+  :func:`~gpu_envs.kernels.targets.kernel_function`\\ s ``step_envs(start, stop, envs)`` and
+  ``reset_envs(start, stop, mask, envs)``, and ``KernelArgs``, the namedtuple class of ``envs``
+  (see ``docs/write-an-env.md``);
 - :meth:`buffer_layout`: every per-env array the kernels keep (state, outputs, scratch), by name,
-  with its shape and NumPy dtype; ``args`` starts with them in this order;
+  with its shape and NumPy dtype; ``KernelArgs`` starts with them in this order, then ``actions``;
 - :meth:`constants`: NumPy arrays the kernels read (copied to the device once, and again by
-  :meth:`update_constants`), then :meth:`settings`: scalars; ``args`` ends with the actions, the
-  constants and the settings;
+  :meth:`update_constants`), then :meth:`settings`: scalars; ``KernelArgs`` ends with them;
 - its spaces (``single_observation_space``, ``single_action_space``) and optionally
   ``render_frames``.
 
@@ -228,6 +228,7 @@ class KernelEnv:
         )
         self._make_views()
         self.update_constants()
+        self._check_kernel_args()
         self._entropy_seed = secrets.randbits(62)
         self._seeded = False
         self._is_reset = False
@@ -243,6 +244,17 @@ class KernelEnv:
         # The game keeps the engine's check_actions: the CPU step converts and checks in one pass.
         self._default_action_check = type(self).check_actions is KernelEnv.check_actions
 
+    def _check_kernel_args(self) -> None:
+        """The logic's ``KernelArgs`` must name the arguments the engine passes, in order."""
+        fields = tuple(type(self).logic.KernelArgs._fields)
+        leading = (*self._layout, "actions")
+        if fields[: len(leading)] != leading or len(fields) != len(self._kernel_args):
+            raise TypeError(
+                f"{type(self).__name__}.logic.KernelArgs has the fields {fields}; the kernels get "
+                f"{len(self._kernel_args)} arguments: the buffers of buffer_layout() in order "
+                f"{leading[:-1]}, 'actions', then one per constant and setting"
+            )
+
     def _kernel_view(self, name: str):
         view = devices.kernel_view(self._tensors[name])
         return view.view(np.uint64) if np.dtype(self._layout[name][1]) == np.uint64 else view
@@ -256,6 +268,7 @@ class KernelEnv:
                 self.game,
                 logic.step_envs,
                 logic.reset_envs,
+                logic.KernelArgs,
                 self.cpu_block_size,
                 self.cpu_parallel_min_envs,
             )
@@ -268,7 +281,12 @@ class KernelEnv:
                 "ignore", "overflow encountered", RuntimeWarning, "gpu_envs.kernels.rng"
             )
         driver = cuda.make_driver(
-            self.game, logic.step_envs, logic.reset_envs, self.cuda_shape, self.cuda_shared_slots
+            self.game,
+            logic.step_envs,
+            logic.reset_envs,
+            logic.KernelArgs,
+            self.cuda_shape,
+            self.cuda_shared_slots,
         )
         if self.cuda_shape == "block" and self.num_agents > driver.max_agents():
             raise ValueError(

@@ -3,9 +3,12 @@ and the episode bookkeeping of a game whose worker owns whole envs (CartPole, Pe
 
 A step of such an env: its physics, :func:`record_episode_step` (counter and flags), its outputs,
 then :func:`autoreset_due` says whether it must restart the env now (after saving its last
-observation where SAME_STEP wants it). The rules of the three modes live here once; a game
-supplies only its physics, reset and observation.
+observation where SAME_STEP wants it), and a restart draws the start state and calls
+:func:`count_episode`. The rules of the three modes live here once; a game supplies only its
+physics, start-state draw and observation.
 """
+
+import numpy as np
 
 from gpu_envs.kernels.targets import kernel_function
 
@@ -49,20 +52,28 @@ def record_episode_step(
 
 
 @kernel_function
-def autoreset_due(
-    i, autoreset_mode, needs_reset, terminated, truncated, has_final_obs, obs, final_obs
-):
+def autoreset_due(i, envs):
     """Whether env ``i``'s step must restart it now, once :func:`record_episode_step` ran and its
-    observation ``obs[i]`` is written (rare, branching).
+    observation ``envs.obs[i]`` is written (rare, branching).
 
     NEXT_STEP: the env still marked ``needs_reset`` with both flags False is the one resetting now.
     SAME_STEP: an env whose episode ended restarts at once; its last observation is kept in
-    ``final_obs[i]`` first.
+    ``envs.final_obs[i]`` first. Reads the engine's buffers and ``autoreset_mode`` setting by name
+    from ``envs`` (the logic's ``KernelArgs``).
     """
-    if autoreset_mode == NEXT_STEP:
-        return needs_reset[i] and not (terminated[i] or truncated[i])
-    if autoreset_mode == SAME_STEP and has_final_obs[i]:
-        for k in range(obs.shape[1]):
-            final_obs[i, k] = obs[i, k]
+    if envs.autoreset_mode == NEXT_STEP:
+        return envs.needs_reset[i] and not (envs.terminated[i] or envs.truncated[i])
+    if envs.autoreset_mode == SAME_STEP and envs.has_final_obs[i]:
+        for k in range(envs.obs.shape[1]):
+            envs.final_obs[i, k] = envs.obs[i, k]
         return True
     return False
+
+
+@kernel_function
+def count_episode(i, envs):
+    """Env ``i`` starts an episode: the next one of its random stream (``episode``), at step 0,
+    no longer waiting for a reset. Its start state is drawn before (from the episode number)."""
+    envs.episode[i] += np.uint64(1)
+    envs.elapsed[i] = 0
+    envs.needs_reset[i] = False

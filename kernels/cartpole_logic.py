@@ -17,11 +17,12 @@ over a block of envs, for both drivers (the CPU's blocks hold many envs, a CUDA 
 one).
 """
 
+import collections
 import math
 
 import numpy as np
 
-from gpu_envs.kernels.autoreset import autoreset_due, record_episode_step
+from gpu_envs.kernels.autoreset import autoreset_due, count_episode, record_episode_step
 from gpu_envs.kernels.rng import uniform01
 from gpu_envs.kernels.targets import cast_like, kernel_function
 
@@ -56,18 +57,6 @@ def make_consts(dtype) -> np.ndarray:
     values[THETA_THRESHOLD] = 12 * 2 * math.pi / 360
     values[FOUR_THIRDS] = 4.0 / 3.0
     return np.array(values, dtype=dtype)
-
-
-@kernel_function
-def reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds):
-    """Draw env ``i``'s start state uniformly in [low, high)."""
-    low = reset_bounds[0]
-    high = reset_bounds[1]
-    for k in range(4):
-        state[k, i] = low + (high - low) * uniform01(env_seed[i], episode[i], k)
-    episode[i] += np.uint64(1)
-    elapsed[i] = 0
-    needs_reset[i] = False
 
 
 @kernel_function
@@ -148,30 +137,21 @@ def record_step(
         rewards[i] = 1.0 if live else 0.0
 
 
+#: The kernels' arguments (``envs``): the buffers of ``CartPoleVectorEnv.buffer_layout`` in order,
+#: the actions, the constants (``consts``: ``make_consts``; ``reset_bounds``: the start-state
+#: draw's ``[low, high]``) and the settings.
+KernelArgs = collections.namedtuple(
+    "CartPoleKernelArgs",
+    "trig state elapsed needs_reset episode env_seed obs rewards terminated truncated final_obs"
+    " has_final_obs actions consts reset_bounds max_episode_steps sutton_barto_reward"
+    " autoreset_mode",
+)
+
+
 @kernel_function
-def step_envs(
-    start,
-    stop,
-    trig,
-    state,
-    elapsed,
-    needs_reset,
-    episode,
-    env_seed,
-    obs,
-    rewards,
-    terminated,
-    truncated,
-    final_obs,
-    has_final_obs,
-    actions,
-    consts,
-    reset_bounds,
-    max_episode_steps,
-    sutton_barto_reward,
-    autoreset_mode,
-):
-    """Advance envs ``start..stop-1`` by one step under ``autoreset_mode`` and write their outputs.
+def step_envs(start, stop, envs):
+    """Advance envs ``start..stop-1`` by one step under ``envs.autoreset_mode`` and write their
+    outputs.
 
     Five passes over the block (a CUDA thread's block is its one env): the cos/sin of every pole
     angle into the ``trig`` scratch (libm calls), the physics (branch-free arithmetic on the
@@ -180,6 +160,7 @@ def step_envs(
     bookkeeping loops have no branch on the envs' data and a CPU vectorises them; the results are
     the same bits as one env at a time.
     """
+    state, trig, consts = envs.state, envs.trig, envs.consts
     for i in range(start, stop):
         trig[0, i], trig[1, i] = pole_cos_sin(state[2, i])
     # The constants as values, so that they stay in registers across the vectorised loop.
@@ -200,7 +181,7 @@ def step_envs(
     x, x_dot = state[0, start:stop], state[1, start:stop]
     theta, theta_dot = state[2, start:stop], state[3, start:stop]
     costheta, sintheta = trig[0, start:stop], trig[1, start:stop]
-    block_actions, is_terminal = actions[start:stop], terminated[start:stop]
+    block_actions, is_terminal = envs.actions[start:stop], envs.terminated[start:stop]
     for j in range(stop - start):
         # Envs about to be reset (NEXT_STEP) are advanced too: branch-free, and the reset overwrites
         # them.
@@ -214,60 +195,46 @@ def step_envs(
             sintheta[j],
             values,
         )
-    block_elapsed, block_needs_reset = elapsed[start:stop], needs_reset[start:stop]
-    block_rewards, block_truncated = rewards[start:stop], truncated[start:stop]
-    block_has_final_obs = has_final_obs[start:stop]
+    block_elapsed, block_needs_reset = envs.elapsed[start:stop], envs.needs_reset[start:stop]
+    block_rewards, block_truncated = envs.rewards[start:stop], envs.truncated[start:stop]
+    block_has_final_obs = envs.has_final_obs[start:stop]
     for j in range(stop - start):
         record_step(
             j,
             is_terminal[j],
             block_elapsed,
             block_needs_reset,
-            max_episode_steps,
-            sutton_barto_reward,
-            autoreset_mode,
+            envs.max_episode_steps,
+            envs.sutton_barto_reward,
+            envs.autoreset_mode,
             block_rewards,
             is_terminal,
             block_truncated,
             block_has_final_obs,
         )
-    block_state, block_obs = state[:, start:stop], obs[start:stop]
+    block_state, block_obs = state[:, start:stop], envs.obs[start:stop]
     for j in range(stop - start):
         write_obs(j, block_state, block_obs)
     for i in range(start, stop):
-        if autoreset_due(
-            i, autoreset_mode, needs_reset, terminated, truncated, has_final_obs, obs, final_obs
-        ):
-            reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
-            write_obs(i, state, obs)
+        if autoreset_due(i, envs):
+            start_episode(i, envs)
 
 
 @kernel_function
-def reset_envs(
-    start,
-    stop,
-    mask,
-    trig,
-    state,
-    elapsed,
-    needs_reset,
-    episode,
-    env_seed,
-    obs,
-    rewards,
-    terminated,
-    truncated,
-    final_obs,
-    has_final_obs,
-    actions,
-    consts,
-    reset_bounds,
-    max_episode_steps,
-    sutton_barto_reward,
-    autoreset_mode,
-):
+def start_episode(i, envs):
+    """Env ``i``'s next episode: its start state drawn uniformly in ``[low, high)`` =
+    ``envs.reset_bounds`` (one draw per component), and its observation."""
+    low = envs.reset_bounds[0]
+    high = envs.reset_bounds[1]
+    for k in range(4):
+        envs.state[k, i] = low + (high - low) * uniform01(envs.env_seed[i], envs.episode[i], k)
+    count_episode(i, envs)
+    write_obs(i, envs.state, envs.obs)
+
+
+@kernel_function
+def reset_envs(start, stop, mask, envs):
     """Start the next episode of the envs ``i`` in ``start..stop-1`` where ``mask[i]``."""
     for i in range(start, stop):
         if mask[i]:
-            reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
-            write_obs(i, state, obs)
+            start_episode(i, envs)

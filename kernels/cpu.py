@@ -1,8 +1,9 @@
 """The CPU driver of every game: njit loops over blocks of envs, serial or parallel by batch size.
 
 A game's logic gives two :func:`~gpu_envs.kernels.targets.kernel_function`\\ s,
-``step_envs(start, stop, *args)`` and ``reset_envs(start, stop, mask, *args)``, that advance or
-reset the envs ``start..stop-1``; :func:`make_driver` compiles loops over blocks of
+``step_envs(start, stop, envs)`` and ``reset_envs(start, stop, mask, envs)``, that advance or
+reset the envs ``start..stop-1`` (``envs``: the arguments as the logic's ``KernelArgs``
+namedtuple); :func:`make_driver` compiles loops over blocks of
 ``block_size`` envs around them (cached on disk, loaded by every later process). The driver only
 loops: the order of phases, the autoreset and the outputs are the game's logic, shared with the
 CUDA driver.
@@ -50,15 +51,16 @@ def source_digest(*logic_functions: Callable) -> str:
 
 
 # The loops' templates. Each game's loops are copies of them whose globals hold its logic
-# (``step_envs``, ``reset_envs``) and ``block_size``, see :func:`_game_loop`.
+# (``step_envs``, ``reset_envs``, ``KernelArgs``) and ``block_size``, see :func:`_game_loop`.
 def _step_loop(num_envs, args):
     for block in numba.prange((num_envs + block_size - 1) // block_size):  # noqa: F821
         start = block * block_size  # noqa: F821
-        step_envs(start, min(start + block_size, num_envs), *args)  # noqa: F821
+        # (built inside the parallel body: numba's parfors cannot take a namedtuple in)
+        step_envs(start, min(start + block_size, num_envs), KernelArgs(*args))  # noqa: F821
 
 
 def _reset_loop(num_envs, mask, args):
-    reset_envs(0, num_envs, mask, *args)  # noqa: F821
+    reset_envs(0, num_envs, mask, KernelArgs(*args))  # noqa: F821
 
 
 def _game_loop(template: Callable, name: str, parallel: bool = False, **names) -> Callable:
@@ -125,22 +127,28 @@ def use_fork_safe_threads() -> None:
 
 @functools.cache
 def make_driver(
-    game: str, step_envs, reset_envs, block_size: int, parallel_min_envs: int
+    game: str, step_envs, reset_envs, kernel_args: type, block_size: int, parallel_min_envs: int
 ) -> CPUDriver:
     """The CPU driver of ``game``: a parallel loop from ``parallel_min_envs`` envs on, else serial.
 
+    The loops take the arguments as a flat tuple and hand the logic ``kernel_args(*args)`` (the
+    logic's ``KernelArgs`` namedtuple class).
     ``block_size`` envs form one call of ``step_envs`` (a block's arrays stay in cache across the
     logic's passes); below ``parallel_min_envs`` one thread is faster than a parallel region.
     Made once per process and game: every env of the game shares its compiled loops.
     """
-    # The loops call the logic with ``*args``, which numba cannot inline: they call it compiled.
+    # The loops call the logic compiled on its own (cached), not inlined into each loop.
     use_fork_safe_threads()
     name = f"{game}_{source_digest(step_envs, reset_envs)}"
     step_envs, reset_envs = numba.njit(**_JIT)(step_envs), numba.njit(**_JIT)(reset_envs)
-    step = functools.partial(_game_loop, _step_loop, step_envs=step_envs, block_size=block_size)
+    step = functools.partial(
+        _game_loop, _step_loop, step_envs=step_envs, KernelArgs=kernel_args, block_size=block_size
+    )
     return CPUDriver(
         step_serial=step(f"{name}_block{block_size}_step_serial"),
         step_parallel=step(f"{name}_block{block_size}_step_parallel", parallel=True),
-        reset_loop=_game_loop(_reset_loop, f"{name}_reset", reset_envs=reset_envs),
+        reset_loop=_game_loop(
+            _reset_loop, f"{name}_reset", reset_envs=reset_envs, KernelArgs=kernel_args
+        ),
         parallel_min_envs=parallel_min_envs,
     )

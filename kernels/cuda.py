@@ -3,7 +3,7 @@ driver.
 
 Two launch shapes:
 
-- ``"thread"`` (CartPole, Pendulum): one thread per env, ``step_envs(i, i + 1, *args)``;
+- ``"thread"`` (CartPole, Pendulum): one thread per env, ``step_envs(i, i + 1, envs)``;
 - ``"block"`` (Tag): one block per env, one thread per agent; the logic keeps the env's agents in
   dynamic shared memory through ``targets.env_rows`` and separates its phases with
   ``targets.barrier``.
@@ -36,28 +36,28 @@ def _named(function: Callable, name: str) -> Callable:
     return function
 
 
-def _thread_kernels(game: str, step_envs, reset_envs):
+def _thread_kernels(game: str, step_envs, reset_envs, kernel_args):
     def step_kernel(num_envs, args):
         i = cuda.grid(1)
         if i < num_envs:
-            step_envs(i, i + 1, *args)
+            step_envs(i, i + 1, kernel_args(*args))
 
     def reset_kernel(num_envs, mask, args):
         i = cuda.grid(1)
         if i < num_envs:
-            reset_envs(i, i + 1, mask, *args)
+            reset_envs(i, i + 1, mask, kernel_args(*args))
 
     return _named(step_kernel, f"{game}_step_kernel"), _named(reset_kernel, f"{game}_reset_kernel")
 
 
-def _block_kernels(game: str, step_envs, reset_envs):
+def _block_kernels(game: str, step_envs, reset_envs, kernel_args):
     def step_kernel(num_envs, args):
         e = cuda.blockIdx.x
-        step_envs(e, e + 1, *args)
+        step_envs(e, e + 1, kernel_args(*args))
 
     def reset_kernel(num_envs, mask, args):
         e = cuda.blockIdx.x
-        reset_envs(e, e + 1, mask, *args)
+        reset_envs(e, e + 1, mask, kernel_args(*args))
 
     return _named(step_kernel, f"{game}_step_kernel"), _named(reset_kernel, f"{game}_reset_kernel")
 
@@ -102,16 +102,22 @@ class CUDADriver:
 
 @functools.cache
 def make_driver(
-    game: str, step_envs, reset_envs, shape: str = "thread", shared_slots: int = 0
+    game: str,
+    step_envs,
+    reset_envs,
+    kernel_args: type,
+    shape: str = "thread",
+    shared_slots: int = 0,
 ) -> CUDADriver:
-    """The CUDA driver of ``game`` (``shape``: ``"thread"`` or ``"block"``; ``shared_slots``: the
+    """The CUDA driver of ``game`` (``kernel_args``: the logic's ``KernelArgs``, built from the flat
+    arguments for the logic; ``shape``: ``"thread"`` or ``"block"``; ``shared_slots``: the
     number of ``env_rows`` slots the logic uses per env in a ``"block"`` launch)."""
     if shape not in ("thread", "block"):
         raise ValueError(f"shape must be 'thread' or 'block', got {shape!r}")
     cuda_targets.register()
     make = _thread_kernels if shape == "thread" else _block_kernels
     step_function, reset_function = make(
-        f"{game}_{source_digest(step_envs)}", step_envs, reset_envs
+        f"{game}_{source_digest(step_envs)}", step_envs, reset_envs, kernel_args
     )
     return CUDADriver(
         step_function,

@@ -16,11 +16,12 @@ array,
 already in the state dtype. The angle is not wrapped in the state; only the cost normalises it.
 """
 
+import collections
 import math
 
 import numpy as np
 
-from gpu_envs.kernels.autoreset import autoreset_due, record_episode_step
+from gpu_envs.kernels.autoreset import autoreset_due, count_episode, record_episode_step
 from gpu_envs.kernels.rng import uniform01
 from gpu_envs.kernels.targets import cast_like, fmod64, kernel_function
 
@@ -46,17 +47,6 @@ def make_consts(g: float, dtype) -> np.ndarray:
     values[PI] = np.pi
     values[TWO_PI] = 2 * np.pi
     return np.array(values, dtype=dtype)
-
-
-@kernel_function
-def reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds):
-    """Draw env ``i``'s start state uniformly in [-x_init, x_init] x [-y_init, y_init]."""
-    for k in range(2):
-        high = reset_bounds[k]
-        state[k, i] = -high + (high + high) * uniform01(env_seed[i], episode[i], k)
-    episode[i] += np.uint64(1)
-    elapsed[i] = 0
-    needs_reset[i] = False
 
 
 @kernel_function
@@ -133,78 +123,60 @@ def record_step(
     rewards[i] = -cost if live else 0.0
 
 
+#: The kernels' arguments (``envs``): the buffers of ``PendulumVectorEnv.buffer_layout`` in order,
+#: the actions, the constants (``consts``: ``make_consts``; ``reset_bounds``: the start-state
+#: draw's ``[x_init, y_init]``) and the settings.
+KernelArgs = collections.namedtuple(
+    "PendulumKernelArgs",
+    "state elapsed needs_reset episode env_seed obs rewards terminated truncated final_obs"
+    " has_final_obs actions consts reset_bounds max_episode_steps autoreset_mode",
+)
+
+
 @kernel_function
-def step_envs(
-    start,
-    stop,
-    state,
-    elapsed,
-    needs_reset,
-    episode,
-    env_seed,
-    obs,
-    rewards,
-    terminated,
-    truncated,
-    final_obs,
-    has_final_obs,
-    actions,
-    consts,
-    reset_bounds,
-    max_episode_steps,
-    autoreset_mode,
-):
-    """Advance envs ``start..stop-1`` by one step under ``autoreset_mode`` and write their outputs.
+def step_envs(start, stop, envs):
+    """Advance envs ``start..stop-1`` by one step under ``envs.autoreset_mode`` and write their
+    outputs.
 
     Envs about to be reset (NEXT_STEP) are advanced too (no branch on the env's data); the reset
     overwrites them.
     """
+    state = envs.state
     for i in range(start, stop):
-        state[0, i], state[1, i], cost = physics(state[0, i], state[1, i], actions[i, 0], consts)
+        state[0, i], state[1, i], cost = physics(
+            state[0, i], state[1, i], envs.actions[i, 0], envs.consts
+        )
         record_step(
             i,
             cost,
-            elapsed,
-            needs_reset,
-            max_episode_steps,
-            autoreset_mode,
-            rewards,
-            terminated,
-            truncated,
-            has_final_obs,
+            envs.elapsed,
+            envs.needs_reset,
+            envs.max_episode_steps,
+            envs.autoreset_mode,
+            envs.rewards,
+            envs.terminated,
+            envs.truncated,
+            envs.has_final_obs,
         )
-        write_obs(i, state, obs)
-        if autoreset_due(
-            i, autoreset_mode, needs_reset, terminated, truncated, has_final_obs, obs, final_obs
-        ):
-            reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
-            write_obs(i, state, obs)
+        write_obs(i, state, envs.obs)
+        if autoreset_due(i, envs):
+            start_episode(i, envs)
 
 
 @kernel_function
-def reset_envs(
-    start,
-    stop,
-    mask,
-    state,
-    elapsed,
-    needs_reset,
-    episode,
-    env_seed,
-    obs,
-    rewards,
-    terminated,
-    truncated,
-    final_obs,
-    has_final_obs,
-    actions,
-    consts,
-    reset_bounds,
-    max_episode_steps,
-    autoreset_mode,
-):
+def start_episode(i, envs):
+    """Env ``i``'s next episode: its start state drawn uniformly in ``[-x_init, x_init] x
+    [-y_init, y_init]`` (``envs.reset_bounds``), and its observation."""
+    for k in range(2):
+        high = envs.reset_bounds[k]
+        envs.state[k, i] = -high + (high + high) * uniform01(envs.env_seed[i], envs.episode[i], k)
+    count_episode(i, envs)
+    write_obs(i, envs.state, envs.obs)
+
+
+@kernel_function
+def reset_envs(start, stop, mask, envs):
     """Start the next episode of the envs ``i`` in ``start..stop-1`` where ``mask[i]``."""
     for i in range(start, stop):
         if mask[i]:
-            reset_env(i, state, elapsed, needs_reset, episode, env_seed, reset_bounds)
-            write_obs(i, state, obs)
+            start_episode(i, envs)

@@ -24,6 +24,7 @@ a result between targets.
 
 from __future__ import annotations
 
+import collections
 import math
 
 import numba
@@ -520,422 +521,216 @@ def finalize_reward(a, rewards, tag_count, active, at_end, float_consts, int_con
 
 
 # --------------------------------------------------------------------------------- one env's step
-# ``step_envs`` / ``reset_envs`` take the engine's arguments: the buffers of ``gpu_envs.tag`` in
-# order (x, y, heading, speed, acceleration, active, t, needs_reset, episode, env_seed, obs,
-# rewards, terminated, truncated, final_obs, final_active, has_final_obs, tag_count, action_error,
-# knn_idx, d2_row, runners_left), then actions, acc_table, turn_table, start_state, start_given,
-# float_consts, int_consts, autoreset_mode. A worker (the CPU thread of an env, or a CUDA thread)
-# handles the agents
-# ``agent_start(), agent_start() + agent_stride(), ...``; ``barrier`` separates the phases.
+#: The kernels' arguments (``envs``): the buffers of ``TagVectorEnv.buffer_layout`` in order, the
+#: actions, the constants (``acc_table``, ``turn_table``, ``start_state``, ``start_given``,
+#: ``float_consts``, ``int_consts``) and the autoreset setting.
+KernelArgs = collections.namedtuple(
+    "TagKernelArgs",
+    "x y heading speed acceleration active t needs_reset episode env_seed obs rewards terminated"
+    " truncated final_obs final_active has_final_obs tag_count action_error knn_idx d2_row"
+    " runners_left actions acc_table turn_table start_state start_given float_consts int_consts"
+    " autoreset_mode",
+)
+
+#: One env's agents as its phases work on them (``targets.env_rows``: shared memory on CUDA).
+Agents = collections.namedtuple("TagAgents", "x y heading speed acc active")
+
+# A worker (the CPU thread of an env, or a CUDA thread) handles the agents ``agent_start(),
+# agent_start() + agent_stride(), ...``; ``barrier`` separates the phases.
+
+
+@kernel_function
+def _env_agents(e, envs):
+    """Env ``e``'s agents as :func:`~gpu_envs.kernels.targets.env_rows` gives them (the caller
+    then calls ``barrier``)."""
+    return Agents(
+        env_rows(envs.x[e], 0),
+        env_rows(envs.y[e], 1),
+        env_rows(envs.heading[e], 2),
+        env_rows(envs.speed[e], 3),
+        env_rows(envs.acceleration[e], 4),
+        env_rows(envs.active[e], 5),
+    )
+
+
+@kernel_function
+def _store_agents(e, agents, envs):
+    """Write env ``e``'s agents back where :func:`_env_agents` read them."""
+    store_env_rows(envs.x[e], agents.x)
+    store_env_rows(envs.y[e], agents.y)
+    store_env_rows(envs.heading[e], agents.heading)
+    store_env_rows(envs.speed[e], agents.speed)
+    store_env_rows(envs.acceleration[e], agents.acc)
+    store_env_rows(envs.active[e], agents.active)
 
 
 @kernel_function(inline=False)
-def _observe_all(
-    e, t, x, y, heading, speed, acc, active, obs, knn_idx, d2_row, float_consts, int_consts
-):
+def _observe_all(e, t, agents, envs):
     """Every agent's observation of env ``e`` at time ``t`` (each worker its own kNN scratch
     row)."""
-    slot = min(agent_start(), knn_idx.shape[1] - 1)
+    slot = min(agent_start(), envs.knn_idx.shape[1] - 1)
+    knn_idx, d2_row = envs.knn_idx[e, slot], envs.d2_row[e, slot]
+    float_consts, int_consts = envs.float_consts, envs.int_consts
+    x, y, active = agents.x, agents.y, agents.active
     for a in range(agent_start(), int_consts[NUM_AGENTS], agent_stride()):
-        found = select_neighbours(
-            a, x, y, active, knn_idx[e, slot], d2_row[e, slot], float_consts, int_consts
-        )
+        found = select_neighbours(a, x, y, active, knn_idx, d2_row, float_consts, int_consts)
         observe_agent(
             a,
             x,
             y,
-            heading,
-            speed,
-            acc,
+            agents.heading,
+            agents.speed,
+            agents.acc,
             active,
             t,
-            obs[e, a],
+            envs.obs[e, a],
             found,
-            knn_idx[e, slot],
+            knn_idx,
             float_consts,
             int_consts,
         )
 
 
 @kernel_function(inline=False)
-def _reset_game(
-    e,
-    x,
-    y,
-    heading,
-    speed,
-    acc,
-    active,
-    t,
-    needs_reset,
-    episode,
-    env_seed,
-    obs,
-    tag_count,
-    knn_idx,
-    d2_row,
-    start_state,
-    start_given,
-    float_consts,
-    int_consts,
-):
+def _reset_game(e, agents, envs):
     """Start env ``e``'s next episode: agents drawn from (seed, episode), observations at t = 0."""
-    seed = env_seed[e]
-    ep = episode[e]
-    for a in range(agent_start(), int_consts[NUM_AGENTS], agent_stride()):
+    seed = envs.env_seed[e]
+    episode = envs.episode[e]
+    for a in range(agent_start(), envs.int_consts[NUM_AGENTS], agent_stride()):
         reset_agent(
-            a, seed, ep, x, y, heading, speed, acc, active, start_state, start_given, float_consts
+            a,
+            seed,
+            episode,
+            agents.x,
+            agents.y,
+            agents.heading,
+            agents.speed,
+            agents.acc,
+            agents.active,
+            envs.start_state,
+            envs.start_given,
+            envs.float_consts,
         )
-        tag_count[e, a] = 0
+        envs.tag_count[e, a] = 0
     barrier()
-    _observe_all(
-        e, 0, x, y, heading, speed, acc, active, obs, knn_idx, d2_row, float_consts, int_consts
-    )
+    _observe_all(e, 0, agents, envs)
     if agent_start() == 0:
-        episode[e] = ep + np.uint64(1)
-        t[e] = 0
-        needs_reset[e] = False
+        envs.episode[e] = episode + np.uint64(1)
+        envs.t[e] = 0
+        envs.needs_reset[e] = False
 
 
 @kernel_function(inline=False)
-def _advance_game(
-    e,
-    x,
-    y,
-    heading,
-    speed,
-    acc,
-    active,
-    t,
-    needs_reset,
-    obs,
-    rewards,
-    terminated,
-    truncated,
-    final_obs,
-    final_active,
-    has_final_obs,
-    tag_count,
-    action_error,
-    knn_idx,
-    d2_row,
-    runners_left,
-    actions,
-    acc_table,
-    turn_table,
-    float_consts,
-    int_consts,
-    autoreset_mode,
-):
+def _advance_game(e, agents, envs):
     """The four phases of env ``e``'s step and its end of game; returns whether the game ended
     (the same for every worker of the env)."""
+    float_consts, int_consts = envs.float_consts, envs.int_consts
     n = int_consts[NUM_AGENTS]
     first = agent_start()
     stride = agent_stride()
-    t_new = t[e] + 1
+    t_new = envs.t[e] + 1
+    rewards, tag_count = envs.rewards[e], envs.tag_count[e]
     for a in range(first, n, stride):
         reward, bad = move_agent(
             a,
-            x,
-            y,
-            heading,
-            speed,
-            acc,
-            active,
-            actions[e, a, 0],
-            actions[e, a, 1],
-            acc_table,
-            turn_table,
+            agents.x,
+            agents.y,
+            agents.heading,
+            agents.speed,
+            agents.acc,
+            agents.active,
+            envs.actions[e, a, 0],
+            envs.actions[e, a, 1],
+            envs.acc_table,
+            envs.turn_table,
             float_consts,
             int_consts,
         )
-        rewards[e, a] = reward
-        tag_count[e, a] = 0
+        rewards[a] = reward
+        tag_count[a] = 0
         if bad:
-            action_error[e] = True
+            envs.action_error[e] = True
     if first == 0:
-        runners_left[e] = 0
+        envs.runners_left[e] = 0
     barrier()
-    _observe_all(
-        e, t_new, x, y, heading, speed, acc, active, obs, knn_idx, d2_row, float_consts, int_consts
-    )
+    _observe_all(e, t_new, agents, envs)
     barrier()
+    active = agents.active
     for r in range(int_consts[NUM_TAGGERS] + first, n, stride):
         if active[r]:
-            tagger = tagger_in_reach(r, x, y, float_consts, int_consts)
+            tagger = tagger_in_reach(r, agents.x, agents.y, float_consts, int_consts)
             if tagger >= 0:
-                atomic_add(tag_count[e], tagger, 1)
+                atomic_add(tag_count, tagger, 1)
                 tag_runner(
-                    r, speed, acc, active, rewards[e], tag_count[e], float_consts, int_consts
+                    r,
+                    agents.speed,
+                    agents.acc,
+                    active,
+                    rewards,
+                    tag_count,
+                    float_consts,
+                    int_consts,
                 )
             if active[r]:
-                atomic_add(runners_left, e, 1)
+                atomic_add(envs.runners_left, e, 1)
     barrier()
     at_end = t_new >= int_consts[EPISODE_LENGTH]
-    done = at_end or runners_left[e] == 0
+    done = at_end or envs.runners_left[e] == 0
+    same_step = envs.autoreset_mode == SAME_STEP
     for a in range(first, n, stride):
-        finalize_reward(a, rewards[e], tag_count[e], active, at_end, float_consts, int_consts)
-        if autoreset_mode == SAME_STEP and done:
-            for d in range(obs.shape[2]):
-                final_obs[e, a, d] = obs[e, a, d]
-            final_active[e, a] = active[a]
+        finalize_reward(a, rewards, tag_count, active, at_end, float_consts, int_consts)
+        if same_step and done:
+            for d in range(envs.obs.shape[2]):
+                envs.final_obs[e, a, d] = envs.obs[e, a, d]
+            envs.final_active[e, a] = active[a]
     if first == 0:
-        t[e] = t_new
-        terminated[e] = done
-        truncated[e] = False
-        needs_reset[e] = done
-        if autoreset_mode == SAME_STEP:
-            has_final_obs[e] = done
+        envs.t[e] = t_new
+        envs.terminated[e] = done
+        envs.truncated[e] = False
+        envs.needs_reset[e] = done
+        if same_step:
+            envs.has_final_obs[e] = done
     return done
 
 
 @kernel_function
-def step_envs(
-    start,
-    stop,
-    x_all,
-    y_all,
-    heading_all,
-    speed_all,
-    acc_all,
-    active_all,
-    t,
-    needs_reset,
-    episode,
-    env_seed,
-    obs,
-    rewards,
-    terminated,
-    truncated,
-    final_obs,
-    final_active,
-    has_final_obs,
-    tag_count,
-    action_error,
-    knn_idx,
-    d2_row,
-    runners_left,
-    actions,
-    acc_table,
-    turn_table,
-    start_state,
-    start_given,
-    float_consts,
-    int_consts,
-    autoreset_mode,
-):
-    """Advance envs ``start..stop-1`` by one step under ``autoreset_mode``.
+def step_envs(start, stop, envs):
+    """Advance envs ``start..stop-1`` by one step under ``envs.autoreset_mode``.
 
     A finished env is reset instead (NEXT_STEP: actions ignored, rewards 0) or left frozen with
     rewards 0 (DISABLED: stepping a finished env anyway).
     """
     for e in range(start, stop):
-        x, y, heading = env_rows(x_all[e], 0), env_rows(y_all[e], 1), env_rows(heading_all[e], 2)
-        speed, acc, active = (
-            env_rows(speed_all[e], 3),
-            env_rows(acc_all[e], 4),
-            env_rows(active_all[e], 5),
-        )
+        agents = _env_agents(e, envs)
         barrier()
-        if needs_reset[e]:  # the same for every worker of the env
-            if autoreset_mode == NEXT_STEP:
-                _reset_game(
-                    e,
-                    x,
-                    y,
-                    heading,
-                    speed,
-                    acc,
-                    active,
-                    t,
-                    needs_reset,
-                    episode,
-                    env_seed,
-                    obs,
-                    tag_count,
-                    knn_idx,
-                    d2_row,
-                    start_state,
-                    start_given,
-                    float_consts,
-                    int_consts,
-                )
+        if envs.needs_reset[e]:  # the same for every worker of the env
+            if envs.autoreset_mode == NEXT_STEP:
+                _reset_game(e, agents, envs)
                 if agent_start() == 0:
-                    terminated[e] = False
-            for a in range(agent_start(), int_consts[NUM_AGENTS], agent_stride()):
-                rewards[e, a] = _ZERO
+                    envs.terminated[e] = False
+            for a in range(agent_start(), envs.int_consts[NUM_AGENTS], agent_stride()):
+                envs.rewards[e, a] = _ZERO
             if agent_start() == 0:
-                truncated[e] = False
+                envs.truncated[e] = False
         else:
-            done = _advance_game(
-                e,
-                x,
-                y,
-                heading,
-                speed,
-                acc,
-                active,
-                t,
-                needs_reset,
-                obs,
-                rewards,
-                terminated,
-                truncated,
-                final_obs,
-                final_active,
-                has_final_obs,
-                tag_count,
-                action_error,
-                knn_idx,
-                d2_row,
-                runners_left,
-                actions,
-                acc_table,
-                turn_table,
-                float_consts,
-                int_consts,
-                autoreset_mode,
-            )
-            if autoreset_mode == SAME_STEP and done:
+            done = _advance_game(e, agents, envs)
+            if envs.autoreset_mode == SAME_STEP and done:
                 barrier()
-                _reset_game(
-                    e,
-                    x,
-                    y,
-                    heading,
-                    speed,
-                    acc,
-                    active,
-                    t,
-                    needs_reset,
-                    episode,
-                    env_seed,
-                    obs,
-                    tag_count,
-                    knn_idx,
-                    d2_row,
-                    start_state,
-                    start_given,
-                    float_consts,
-                    int_consts,
-                )
+                _reset_game(e, agents, envs)
         barrier()
-        _store_rows(
-            e,
-            x_all,
-            y_all,
-            heading_all,
-            speed_all,
-            acc_all,
-            active_all,
-            x,
-            y,
-            heading,
-            speed,
-            acc,
-            active,
-        )
+        _store_agents(e, agents, envs)
 
 
 @kernel_function
-def reset_envs(
-    start,
-    stop,
-    mask,
-    x_all,
-    y_all,
-    heading_all,
-    speed_all,
-    acc_all,
-    active_all,
-    t,
-    needs_reset,
-    episode,
-    env_seed,
-    obs,
-    rewards,
-    terminated,
-    truncated,
-    final_obs,
-    final_active,
-    has_final_obs,
-    tag_count,
-    action_error,
-    knn_idx,
-    d2_row,
-    runners_left,
-    actions,
-    acc_table,
-    turn_table,
-    start_state,
-    start_given,
-    float_consts,
-    int_consts,
-    autoreset_mode,
-):
+def reset_envs(start, stop, mask, envs):
     """Start the next episode of the envs ``e`` in ``start..stop-1`` where ``mask[e]``."""
     for e in range(start, stop):
         if mask[e]:  # the same for every worker of the env
-            x, y, heading = (
-                env_rows(x_all[e], 0),
-                env_rows(y_all[e], 1),
-                env_rows(heading_all[e], 2),
-            )
-            speed, acc, active = (
-                env_rows(speed_all[e], 3),
-                env_rows(acc_all[e], 4),
-                env_rows(active_all[e], 5),
-            )
+            agents = _env_agents(e, envs)
             barrier()
-            _reset_game(
-                e,
-                x,
-                y,
-                heading,
-                speed,
-                acc,
-                active,
-                t,
-                needs_reset,
-                episode,
-                env_seed,
-                obs,
-                tag_count,
-                knn_idx,
-                d2_row,
-                start_state,
-                start_given,
-                float_consts,
-                int_consts,
-            )
+            _reset_game(e, agents, envs)
             barrier()
-            _store_rows(
-                e,
-                x_all,
-                y_all,
-                heading_all,
-                speed_all,
-                acc_all,
-                active_all,
-                x,
-                y,
-                heading,
-                speed,
-                acc,
-                active,
-            )
-
-
-@kernel_function
-def _store_rows(
-    e, x_all, y_all, heading_all, speed_all, acc_all, active_all, x, y, heading, speed, acc, active
-):
-    store_env_rows(x_all[e], x)
-    store_env_rows(y_all[e], y)
-    store_env_rows(heading_all[e], heading)
-    store_env_rows(speed_all[e], speed)
-    store_env_rows(acc_all[e], acc)
-    store_env_rows(active_all[e], active)
+            _store_agents(e, agents, envs)
 
 
 #: ``env_rows`` slots the CUDA kernel keeps per env in shared memory: x, y, heading, speed,

@@ -184,3 +184,25 @@ def test_cuda_env_equals_cpu_env_bit_for_bit(tutorial, mode):
                 gpu.reset(options={"reset_mask": mask})[0],
             )
     assert int(cpu.state_snapshot()["episode"].max()) >= 3, "the run must cross episode ends"
+
+
+def test_kernel_args_that_do_not_match_the_buffers_are_refused(tutorial):
+    """A ``KernelArgs`` whose fields are not the buffers, ``actions``, then one per constant and
+    setting is a TypeError naming the fields, before any kernel reads a wrong argument."""
+    import collections
+    from types import SimpleNamespace
+
+    fields = list(tutorial.KernelArgs._fields)
+    swapped = fields[:]
+    swapped[0], swapped[1] = swapped[1], swapped[0]
+    for bad in (swapped, fields[:-1]):
+
+        class Mismatched(tutorial.PointGoalVectorEnv):
+            logic = SimpleNamespace(
+                step_envs=tutorial.step_envs,
+                reset_envs=tutorial.reset_envs,
+                KernelArgs=collections.namedtuple("Mismatched", bad),
+            )
+
+        with pytest.raises(TypeError, match="KernelArgs has the fields"):
+            Mismatched(2)
