@@ -324,7 +324,8 @@ class KernelEnv:
     @property
     def kernel_args(self) -> tuple:
         """The arguments the kernels get after the env range (and the reset mask), in order:
-        the buffers' kernel views, the actions, the constants, the settings."""
+        the buffers' kernel views, the actions, the constants, the settings (the drivers hand
+        them to the logic as its ``KernelArgs``)."""
         return self._kernel_args
 
     @property
