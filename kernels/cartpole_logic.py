@@ -141,7 +141,7 @@ def record_step(
 #: the actions, the constants (``consts``: ``make_consts``; ``reset_bounds``: the start-state
 #: draw's ``[low, high]``) and the settings.
 KernelArgs = collections.namedtuple(
-    "CartPoleKernelArgs",
+    "KernelArgs",
     "trig state elapsed needs_reset episode env_seed obs rewards terminated truncated final_obs"
     " has_final_obs actions consts reset_bounds max_episode_steps sutton_barto_reward"
     " autoreset_mode",

@@ -127,7 +127,7 @@ def record_step(
 #: the actions, the constants (``consts``: ``make_consts``; ``reset_bounds``: the start-state
 #: draw's ``[x_init, y_init]``) and the settings.
 KernelArgs = collections.namedtuple(
-    "PendulumKernelArgs",
+    "KernelArgs",
     "state elapsed needs_reset episode env_seed obs rewards terminated truncated final_obs"
     " has_final_obs actions consts reset_bounds max_episode_steps autoreset_mode",
 )

@@ -525,7 +525,7 @@ def finalize_reward(a, rewards, tag_count, active, at_end, float_consts, int_con
 #: actions, the constants (``acc_table``, ``turn_table``, ``start_state``, ``start_given``,
 #: ``float_consts``, ``int_consts``) and the autoreset setting.
 KernelArgs = collections.namedtuple(
-    "TagKernelArgs",
+    "KernelArgs",
     "x y heading speed acceleration active t needs_reset episode env_seed obs rewards terminated"
     " truncated final_obs final_active has_final_obs tag_count action_error knn_idx d2_row"
     " runners_left actions acc_table turn_table start_state start_given float_consts int_consts"
@@ -533,7 +533,7 @@ KernelArgs = collections.namedtuple(
 )
 
 #: One env's agents as its phases work on them (``targets.env_rows``: shared memory on CUDA).
-Agents = collections.namedtuple("TagAgents", "x y heading speed acc active")
+Agents = collections.namedtuple("Agents", "x y heading speed acc active")
 
 # A worker (the CPU thread of an env, or a CUDA thread) handles the agents ``agent_start(),
 # agent_start() + agent_stride(), ...``; ``barrier`` separates the phases.
