@@ -94,35 +94,6 @@ def write_obs(i, state, obs):
     obs[i, 2] = state[1, i]
 
 
-@kernel_function
-def record_step(
-    i,
-    cost,
-    elapsed,
-    needs_reset,
-    max_episode_steps,
-    autoreset_mode,
-    rewards,
-    terminated,
-    truncated,
-    has_final_obs,
-):
-    """Counter, flags (:func:`~gpu_envs.kernels.autoreset.record_episode_step`; the pendulum never
-    terminates) and reward ``-cost`` of env ``i`` after its physics."""
-    live = record_episode_step(
-        i,
-        False,
-        elapsed,
-        needs_reset,
-        max_episode_steps,
-        autoreset_mode,
-        terminated,
-        truncated,
-        has_final_obs,
-    )
-    rewards[i] = -cost if live else 0.0
-
-
 #: The kernels' arguments (``envs``): the buffers of ``PendulumVectorEnv.buffer_layout`` in order,
 #: the actions, the constants (``consts``: ``make_consts``; ``reset_bounds``: the start-state
 #: draw's ``[x_init, y_init]``) and the settings.
@@ -146,18 +117,20 @@ def step_envs(start, stop, envs):
         state[0, i], state[1, i], cost = physics(
             state[0, i], state[1, i], envs.actions[i, 0], envs.consts
         )
-        record_step(
+        # Counter and flags (the pendulum never terminates); the reward is 0 on NEXT_STEP's
+        # restart step.
+        live = record_episode_step(
             i,
-            cost,
+            False,
             envs.elapsed,
             envs.needs_reset,
             envs.max_episode_steps,
             envs.autoreset_mode,
-            envs.rewards,
             envs.terminated,
             envs.truncated,
             envs.has_final_obs,
         )
+        envs.rewards[i] = -cost if live else 0.0
         write_obs(i, state, envs.obs)
         if autoreset_due(i, envs):
             start_episode(i, envs)
