@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-COMMAND_MODULES = ("bench", "device_check", "evaluate", "render", "train")
+COMMAND_MODULES = ("bench", "device_check", "evaluate", "plot", "render", "train")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -494,6 +494,35 @@ class KernelEnv:
             if name not in self.scratch_buffers
         }
 
+    def buffers_state(self) -> dict[str, torch.Tensor]:
+        """Copies of every buffer but scratch, as stored: the envs' whole state for a checkpoint
+        (``load_buffers_state`` puts it back and the envs continue bit for bit)."""
+        self._check_open()
+        return {
+            name: tensor.clone()
+            for name, tensor in self._tensors.items()
+            if name not in self.scratch_buffers
+        }
+
+    def load_buffers_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore what ``buffers_state`` returned (an env of the same class, size and dtype)."""
+        self._check_open()
+        kept = {n: t for n, t in self._tensors.items() if n not in self.scratch_buffers}
+        if set(state) != set(kept):
+            raise ValueError(
+                f"env state: buffers {sorted(state)} do not match this env's {sorted(kept)}"
+            )
+        for name, tensor in kept.items():
+            saved = state[name]
+            if saved.shape != tensor.shape or saved.dtype != tensor.dtype:
+                raise ValueError(
+                    f"env state: buffer {name!r} is {tuple(saved.shape)} {saved.dtype}, this "
+                    f"env's is {tuple(tensor.shape)} {tensor.dtype}"
+                )
+        for name, tensor in kept.items():
+            tensor.copy_(state[name])
+        self._seeded = self._is_reset = True
+
     def render(self) -> tuple[np.ndarray, ...] | None:
         """One RGB frame (H, W, 3 uint8) per env when ``render_mode="rgb_array"``."""
         if self.render_mode is None:

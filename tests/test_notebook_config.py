@@ -105,7 +105,9 @@ def test_every_key_the_notebook_leaves_out_takes_warpdrives_default():
             assert getattr(policy, key) == value, (tag, key)
         for key, value in WARPDRIVE_MODEL.items():
             assert getattr(policy.model, key) == value, (tag, key)
-    assert dataclasses.asdict(config.saving) == NOTEBOOK_RUN_CONFIG["saving"]
+    saving = dataclasses.asdict(config.saving)
+    assert {k: saving[k] for k in NOTEBOOK_RUN_CONFIG["saving"]} == NOTEBOOK_RUN_CONFIG["saving"]
+    assert saving["console"] == "blocks"  # the metrics blocks WarpDrive printed
 
 
 @pytest.mark.parametrize(

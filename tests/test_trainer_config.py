@@ -43,7 +43,13 @@ def test_seed_run_config_is_accepted_verbatim():
 
 def test_tag_preset_is_the_seed_config():
     data = preset("tag")
-    assert {k: data[k] for k in SEED_RUN_CONFIG} == SEED_RUN_CONFIG
+    assert {k: data[k] for k in SEED_RUN_CONFIG if k != "saving"} == {
+        k: v for k, v in SEED_RUN_CONFIG.items() if k != "saving"
+    }
+    # its folder: ./experiments/tag_a2c/<start time>, not the notebook's /tmp/continuous_tag/example
+    saving = RunConfig.from_dict(data).saving
+    assert (saving.basedir, saving.name, saving.tag) == ("experiments", "tag_a2c", None)
+    assert saving.metrics_log_freq == SEED_RUN_CONFIG["saving"]["metrics_log_freq"]
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

@@ -31,6 +31,7 @@ SMALL = [
     "trainer.compile=false",
     "evaluation.eval_freq=0",
     "saving.metrics_log_freq=1000",
+    "saving.tag=example",  # a fixed folder name (the presets' is the start time)
 ]
 
 

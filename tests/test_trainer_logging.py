@@ -19,8 +19,11 @@ SMALL = [
     "env.max_episode_steps=5",  # episodes end in every window
     "evaluation.eval_freq=0",
     "saving.metrics_log_freq=3",
+    "saving.scalars_log_freq=3",  # (default: every iteration)
+    "saving.tag=example",  # a fixed folder name (the presets' is the start time)
 ]
 CLEANRL = [
+    "charts/train_seconds",
     "losses/value_loss",
     "losses/policy_loss",
     "losses/entropy",

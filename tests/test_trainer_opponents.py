@@ -28,7 +28,10 @@ SMALL_TAG = [
 
 def _config(tmp_path, extra=()) -> RunConfig:
     return RunConfig.from_dict(
-        apply_overrides(preset("tag"), SMALL_TAG + [f"saving.basedir={tmp_path}", *extra])
+        apply_overrides(
+            preset("tag"),
+            SMALL_TAG + [f"saving.basedir={tmp_path}", "saving.tag=example", *extra],
+        )
     )
 
 

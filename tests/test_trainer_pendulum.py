@@ -138,6 +138,7 @@ SMALL = [
     "trainer.compile=false",
     "evaluation.eval_freq=0",
     "saving.model_params_save_freq=2",
+    "saving.tag=example",  # a fixed folder name (the presets' is the start time)
 ]
 
 
@@ -178,9 +179,8 @@ def test_pendulum_preset_learns_to_the_stop_value(tmp_path):
     overrides = [
         "trainer.compile=false",
         "trainer.progress_bar=false",
-        "trainer.total_timesteps=400000",
         f"saving.basedir={tmp_path}",
     ]
     summary = train(RunConfig.from_dict(apply_overrides(preset("pendulum"), overrides)))
     assert summary["best_eval"] >= -250.0
-    assert summary["env_steps"] < 400_000  # stopped at the stop value, not at the budget
+    assert summary["env_steps"] < 600_000  # stopped at the stop value, well before the budget

@@ -19,6 +19,7 @@ SMALL = [
     "trainer.progress_bar=false",
     "policy.agent.model.fc_dims=[8]",
     "trainer.compile=false",
+    "saving.tag=example",  # a fixed folder name (the presets' is the start time)
 ]  # compiling: test_trainer_compile
 
 

@@ -6,7 +6,9 @@ A checkpoint is a dict of plain data and tensors::
     counters {total_episodes, ...}, best_eval, config (the resolved run config),
     spaces {obs_dim, action_nvec},
     policies {<tag>: {model, optimizer}},
-    sampler (the action sampler's state), rng [per rank: {torch, cuda}],
+    sampler (the action sampler's state),
+    rng [per rank: {torch, cuda, env (the envs' buffers), obs, prev_done, episode_returns,
+         episode_lengths}] (what the rank's rollouts continue from),
     opponents (the frozen-opponent pool's state, or None)
 
 Writing goes to a temporary file in the same folder, fsync, then ``os.replace``: a run killed at any

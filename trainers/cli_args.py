@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+from pathlib import Path
 
 from gpu_envs.trainers.config import (
     ConfigError,
@@ -86,7 +88,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         const=True,
         default=None,
         metavar="PATH",
-        help="continue from the latest checkpoint of the experiment folder, or from PATH",
+        help="continue the newest unfinished run of this config, or the run (folder or "
+        "checkpoint) at PATH; with PATH alone the config is the run's own",
     )
     parser.add_argument(
         "--print-config",
@@ -135,9 +138,12 @@ def build_config(args: argparse.Namespace, extra: list[str] | None = None) -> Ru
         data = preset(target)
     elif args.env_id is not None:
         data = preset(game_of(args.env_id))
+    elif isinstance(args.resume, str):
+        data = load_yaml(_run_folder(Path(args.resume)) / "total_config.yaml")
     else:
         raise ConfigError(
-            f"nothing to train: give a preset ({', '.join(PRESETS)}), --config FILE or --env-id"
+            f"nothing to train: give a preset ({', '.join(PRESETS)}), --config FILE or --env-id "
+            "(or --resume RUN_FOLDER)"
         )
     if args.env_id is not None and game_of(args.env_id) != game_of(str(data.get("name", ""))):
         raise ConfigError(
@@ -155,6 +161,13 @@ def build_config(args: argparse.Namespace, extra: list[str] | None = None) -> Ru
         batch = args.num_steps * data["trainer"]["num_envs"]
         data = apply_overrides(data, [f"trainer.train_batch_size={batch}"])
     return RunConfig.from_dict(apply_overrides(data, overrides))
+
+
+def _run_folder(path: Path) -> Path:
+    """The experiment folder of a ``--resume`` path (the folder, its ckpt/ or a checkpoint)."""
+    if path.is_file():
+        path = path.parent
+    return path.parent if path.name == "ckpt" else path
 
 
 def set_launch_environment(args: argparse.Namespace) -> None:
@@ -190,9 +203,33 @@ def train_from(args: argparse.Namespace, extra: list[str] | None = None) -> dict
         return train(config, resume=args.resume)
     except (CheckpointError, NonFiniteError) as error:
         raise SystemExit(f"gpu-envs train: error: {error}") from None
+    except KeyboardInterrupt:
+        print(
+            "gpu-envs train: aborted without saving (Ctrl-C during set-up, or twice); the "
+            "checkpoints saved before are kept",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise SystemExit(130) from None
+
+
+def exit_code(summary: dict) -> int:
+    """0 for a finished run; 130 (SIGINT) or 143 (SIGTERM) for an interrupted one, after saying
+    in one line how to resume it."""
+    if summary["status"] != "interrupted":
+        return 0
+    if summary["experiment"] != str(None):  # rank 0
+        print(
+            f"gpu-envs train: stopped by {summary['reason']} at iteration {summary['iterations']}"
+            f"/{summary['num_iterations']}, saved {summary['checkpoint']}; resume with: "
+            f"{summary['resume_command']}",
+            flush=True,
+        )
+    from gpu_envs.trainers.run_control import EXIT_CODES
+
+    return EXIT_CODES[summary["reason"]]
 
 
 def run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
-    """``train_from`` for script entries: 0 once the run ends."""
-    train_from(args, extra)
-    return 0
+    """``train_from`` for script entries: its ``exit_code``."""
+    return exit_code(train_from(args, extra))

@@ -8,8 +8,9 @@ Shape (the original GPU framework's run config, plus PPO and evaluation fields w
     trainer: {num_envs, train_batch_size, num_episodes, total_timesteps, seed, accelerator, ...}
     policy:
       <tag>: {to_train, algorithm, gamma, lr, ..., model: {type, fc_dims, model_ckpt_filepath}}
-    saving: {metrics_log_freq, model_params_save_freq, basedir, name, tag}
-    evaluation: {eval_freq, num_episodes, stop_value, score_policy}
+    saving: {metrics_log_freq, scalars_log_freq, console, progress_seconds,
+             model_params_save_freq, checkpoint_minutes, basedir, name, tag}
+    evaluation: {eval_freq, num_episodes, seed, stop_value, score_policy}
     opponents: {share, snapshot_freq, pool_size}  # self-play against frozen past policies
 
 ``RunConfig.from_dict`` merges plain data (a preset, a YAML file, the seed notebook's dict) into
@@ -180,7 +181,8 @@ class TrainerConfig:
     capture_video: bool = False
     """Write a greedy episode's video at each evaluation."""
     progress_bar: bool = True
-    """Show a progress bar (rank 0)."""
+    """Show the progress (rank 0): a bar on a terminal, else a line every
+    ``saving.progress_seconds``."""
 
     @property
     def num_steps(self) -> int:
@@ -190,28 +192,45 @@ class TrainerConfig:
 
 @dataclass
 class SavingConfig:
-    """Where and how often to write (iterations); the experiment folder is basedir/name/tag."""
+    """Where and how often to write; the experiment folder is ``basedir/name/tag``."""
 
     metrics_log_freq: int = ruled(10, AT_LEAST_ONE)
-    """Print and log the metrics every this many iterations (and at the last)."""
+    """Write the text logs and results.json, and print the metrics, every this many iterations
+    (and at the last)."""
+    scalars_log_freq: int = ruled(1, AT_LEAST_ONE)
+    """Log the TensorBoard/CSV scalars (CleanRL's names) every this many iterations."""
+    console: str = ruled("compact", one_of("compact", "blocks", "none"))
+    """What the console prints every ``metrics_log_freq`` iterations: one line per policy
+    (compact), the original framework's 40-line blocks (blocks), or nothing (none)."""
+    progress_seconds: float = ruled(30.0, POSITIVE)
+    """When stdout is not a terminal: print one progress line (iteration, env steps, SPS, return,
+    ETA) every this many seconds (a terminal gets a progress bar)."""
     model_params_save_freq: int = ruled(5000, AT_LEAST_ONE)
     """Save a checkpoint every this many iterations (and at the last)."""
-    basedir: str = "/tmp"
-    """Folder holding the experiment folders."""
+    checkpoint_minutes: float = ruled(10.0, NON_NEGATIVE)
+    """Also save a checkpoint once this many minutes of wall time passed since the last one;
+    0: by iterations only."""
+    basedir: str = "experiments"
+    """Folder holding the experiment folders (relative: under the working directory)."""
     name: str = ruled("experiment", FOLDER_NAME)
-    """The experiment's name: the folder under ``basedir``."""
-    tag: str = ruled("example", FOLDER_NAME)
-    """The run's tag: the folder under ``name``."""
+    """The experiment's name: the folder under ``basedir`` (``<game>_<algo>`` in the presets)."""
+    tag: str | None = ruled(None, FOLDER_NAME)
+    """The run's folder under ``name``; null: the start time, ``yymmdd_HHMMSS``."""
 
 
 @dataclass
 class EvaluationConfig:
-    """Greedy evaluation on separate envs every ``eval_freq`` iterations (0: never)."""
+    """Greedy evaluation on separate envs every ``eval_freq`` iterations (0: never): the same
+    evaluator, episodes and seeds as ``gpu-envs evaluate CHECKPOINT --episodes num_episodes
+    --seed seed``, so both print the same figure for the same checkpoint."""
 
     eval_freq: int = ruled(10, NON_NEGATIVE)
     """Evaluate every this many iterations; 0 never evaluates."""
-    num_episodes: int = ruled(10, AT_LEAST_ONE)
-    """Episodes per evaluation and rank, one env each."""
+    num_episodes: int = ruled(100, AT_LEAST_ONE)
+    """Episodes per evaluation, one env each."""
+    seed: int = ruled(0, NON_NEGATIVE)
+    """Episode ``i`` of every evaluation starts from seed ``seed + i`` (the same episodes each
+    time, on every rank)."""
     stop_value: float | None = None
     """Stop once the score reaches this mean return; null trains to the end."""
     score_policy: str | None = None

@@ -1,8 +1,9 @@
-"""Console output in the original framework's format: a block per policy, a speed block, a
-progress bar.
+"""Console output: the start banner, a compact line per policy or the original framework's
+blocks, and the progress (a bar on a terminal, plain lines otherwise).
 
 ``policy_block`` and ``speed_block`` return the ``name : value`` lines (40-character names) that
-the original printed every ``metrics_log_freq`` iterations; the same dicts go to results.json.
+the original printed every ``metrics_log_freq`` iterations (``saving.console: blocks``); the same
+dicts go to results.json. ``compact_line`` is the default console form of the same window.
 ``SpeedWindow`` gathers the speed block's inputs over the iterations between two prints.
 """
 
@@ -154,12 +155,76 @@ class SpeedWindow:
         return speed
 
 
-class Progress:
-    """A rich progress bar over the iterations when stdout is a terminal; printing goes through
-    it."""
+def banner(run) -> str:
+    """The start-of-run lines: game, device, sizes, policies, output folder and resume point
+    (``run``: the Fabric ``Trainer``)."""
+    tc, config = run.config.trainer, run.config
+    policies = ", ".join(
+        f"{g.tag} ({config.policy[g.tag].algorithm}, {g.num_agents} agent(s) per env)"
+        for g in run.groups
+    )
+    start = (
+        f"resuming {run.resumed_from} at iteration {run.iteration}"
+        if run.resumed_from is not None
+        else "new run"
+    )
+    ranks = f" x {run.world_size} processes" if run.world_size > 1 else ""
+    return "\n".join(
+        (
+            f"gpu-envs train: {config.name} on {run.device}{ranks}: {tc.num_envs} envs x "
+            f"{tc.num_steps} steps = {tc.num_envs * tc.num_steps} env steps per iteration"
+            f"{' per process' if ranks else ''}, {run.num_iterations} iterations "
+            f"({run.num_iterations * run.steps_per_iteration:,} env steps)",
+            f"  policies: {policies}",
+            f"  output: {run.root}",
+            f"  {start}; Ctrl-C saves a checkpoint and stops",
+        )
+    )
 
-    def __init__(self, total: int, completed: int, enabled: bool):
+
+def compact_line(records: list[IterationRecord], tags: list[str], speed: dict) -> str:
+    """One line per policy for a log window: episodes, losses, entropy, KL and speed."""
+    last = records[-1]
+    head = f"[iter {speed['Iteration']}, step {last.env_step:,}]"
+    lines = []
+    for tag in tags:
+        episodes = episode_summary(records, tag)
+        stats = last.policies[tag]
+        if episodes["episode_count"]:
+            returns = (
+                f"return {episodes['reward_mean']:.2f} ± {episodes['reward_std']:.2f} "
+                f"({int(episodes['episode_count'])} episodes)"
+            )
+        else:
+            returns = "no episode ended"
+        lines.append(
+            f"{head} {tag}: {returns}, value loss {stats['value_loss']:.4g}, "
+            f"policy loss {stats['policy_loss']:.4g}, entropy {stats['entropy']:.4g}, "
+            f"KL {stats['approx_kl']:.3g}, lr {stats['cur_lr']:.3g}"
+        )
+    lines[-1] += f" | {speed['Mean env-steps per sec (total)']:,.0f} SPS"
+    return "\n".join(lines)
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(max(seconds, 0))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class Progress:
+    """Progress on the console: a rich progress bar over the iterations when stdout is a
+    terminal, else one plain line every ``seconds`` (iteration, env steps, SPS, return, ETA), so
+    a log file or a cluster job shows the run moving. Printing goes through it."""
+
+    def __init__(
+        self, total: int, completed: int, enabled: bool, seconds: float = 30.0, env_step: int = 0
+    ):
+        """``total`` iterations, ``completed`` of them (at ``env_step``) before this one."""
         self._progress = None
+        self._enabled, self._seconds = enabled, seconds
+        self._total, self._first = total, completed
+        self._start = self._last_line = time.monotonic()
+        self._last_step = env_step
         if enabled and sys.stdout.isatty():
             from rich.progress import (
                 BarColumn,
@@ -175,13 +240,37 @@ class Progress:
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeRemainingColumn(),
+                "{task.fields[status]}",
             )
-            self._task = self._progress.add_task("training", total=total, completed=completed)
+            self._task = self._progress.add_task(
+                "training", total=total, completed=completed, status=""
+            )
             self._progress.start()
 
-    def advance(self) -> None:
+    def advance(self, iteration: int, env_step: int, returns: dict[str, float]) -> None:
+        """Iteration ``iteration`` ended at ``env_step`` (``returns``: each policy's latest mean
+        episode return)."""
+        now = time.monotonic()
+        due = now - self._last_line >= (
+            min(self._seconds, 2.0) if self._progress else self._seconds
+        )
         if self._progress is not None:
             self._progress.advance(self._task)
+        if not self._enabled or not (due or iteration == self._total):
+            return
+        sps = (env_step - self._last_step) / max(now - self._last_line, 1e-9)
+        done = iteration - self._first
+        eta = (now - self._start) / max(done, 1) * (self._total - iteration)
+        shown = ", ".join(f"{tag} {value:.2f}" for tag, value in returns.items()) or "-"
+        self._last_line, self._last_step = now, env_step
+        if self._progress is not None:
+            self._progress.update(self._task, status=f"{sps:,.0f} SPS | return {shown}")
+        else:
+            print(
+                f"[progress] iteration {iteration}/{self._total} | env steps {env_step:,} | "
+                f"{sps:,.0f} SPS | return {shown} | ETA {_duration(eta)}",
+                flush=True,
+            )
 
     def print(self, text: str) -> None:
         if self._progress is not None:

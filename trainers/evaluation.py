@@ -20,9 +20,6 @@ import torch
 from gpu_envs.trainers.policy import action_dtype, greedy_actions
 from gpu_envs.trainers.rollout import PolicyGroup
 
-EVAL_SEED_OFFSET = (
-    1_000_003  # evaluation envs are seeded with the run's seed + this (+ rank * envs)
-)
 CHECK_EVERY = 16  # steps between the (host-synchronising) "all episodes over?" checks
 
 
@@ -38,8 +35,8 @@ def greedy_step(game, groups: list[PolicyGroup], obs: torch.Tensor, actions: tor
 
 
 class Evaluator:
-    """Runs ``game.num_envs`` greedy episodes (one per env) and reports each policy's team
-    returns."""
+    """Runs ``game.num_envs`` greedy episodes (one per env, env ``i`` from seed ``seed + i``, the
+    same episodes at every call) and reports each policy's team returns."""
 
     def __init__(self, game, groups: list[PolicyGroup], seed: int):
         self.game, self.groups = game, groups
@@ -60,9 +57,8 @@ class Evaluator:
         """``{"returns": {tag: [episodes] tensor}, "lengths": tensor, "envsteps": int,
         "seconds": float}``."""
         start = time.perf_counter()
-        seed = self.seed + self.evaluations * self.game.num_envs
         self.evaluations += 1
-        obs = self.game.reset(seed)
+        obs = self.game.reset(self.seed)
         self.returns.zero_()
         self.lengths.zero_()
         finished = torch.zeros(self.game.num_envs, dtype=torch.bool, device=self.returns.device)

@@ -1,8 +1,10 @@
 """The experiment folder LightZero users know, written by rank 0 only.
 
-Layout::
+Layout (``experiments/<game>_<algo>/<yymmdd_HHMMSS>/`` for the presets)::
 
     <basedir>/<name>/<tag>/
+        run_status.json                       (running / interrupted / finished, and why)
+        curves.png                            (learning curves, written at the end)
         ckpt/ckpt_best.pth.tar, ckpt/iteration_<N>.pth.tar
         log/collector/collector_logger.txt
         log/evaluator/evaluator_logger.txt
@@ -29,21 +31,28 @@ from gpu_envs.trainers.config import RunConfig, dump_yaml
 from gpu_envs.trainers.metrics import IterationRecord, episode_summary, learner_summary
 
 
+def _stamp() -> str:
+    return datetime.now().strftime("%y%m%d_%H%M%S")
+
+
 def experiment_root(config: RunConfig) -> Path:
-    """``<basedir>/<name>/<tag>`` of the run config's saving section."""
+    """``<basedir>/<name>/<tag>`` of the run config's saving section; a null tag is the time now
+    (``yymmdd_HHMMSS``)."""
     saving = config.saving
-    return Path(saving.basedir) / saving.name / saving.tag
+    return Path(saving.basedir) / saving.name / (saving.tag or _stamp())
 
 
 def fresh_root(root: Path) -> Path:
-    """Create and return a folder no other run holds: ``root``, else ``<root>_<yymmdd_HHMMSS>``,
-    else that name + ``_1``, ``_2``, ... (DI-engine's renaming).
+    """Create and return a folder no other run holds: ``root``, else ``<root>_<yymmdd_HHMMSS>``
+    (a time-stamped ``root``: ``<root>_1``), else that name + ``_1``, ``_2``, ... (DI-engine's
+    renaming).
 
     Each candidate is claimed with an exclusive ``mkdir``, so runs started at the same moment, in
     threads or processes, never share a folder. An existing folder, even an empty one, is taken.
     """
     root.parent.mkdir(parents=True, exist_ok=True)
-    stamped = f"{root.name}_{datetime.now().strftime('%y%m%d_%H%M%S')}"
+    stamp = _stamp()
+    stamped = root.name if root.name.startswith(stamp) else f"{root.name}_{stamp}"
     names = itertools.chain((root.name, stamped), (f"{stamped}_{n}" for n in itertools.count(1)))
     for name in names:
         try:

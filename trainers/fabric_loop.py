@@ -8,8 +8,15 @@ One iteration, top to bottom::
                                                          # stop if a loss or grad norm diverged
     window.add(...)                                      # statistics stay on the device
     every eval_freq iterations: greedy evaluation        # ckpt_best.pth.tar, stop_value
-    every metrics_log_freq iterations: log               # fabric.log_dict, the folder, the console
-    every model_params_save_freq iterations: save        # iteration_<N>.pth.tar
+    every scalars_log_freq iterations: scalars           # fabric.log_dict (TensorBoard, CSV)
+    every metrics_log_freq iterations: log               # the folder's text logs, the console
+    every model_params_save_freq iterations: save        # iteration_<N>.pth.tar; also after
+                                                         # checkpoint_minutes, and on SIGINT or
+                                                         # SIGTERM, which then end the run
+
+A checkpoint holds everything the run continues from (weights, optimiser, the envs' buffers, the
+rollout's carry-over, RNG and sampler states), so an interrupted run resumed from it ends with the
+same weights, bit for bit on the CPU, as one that was never stopped.
 
 Distributed through Fabric (DDP): every rank runs its own envs (seeds ``seed + rank * num_envs +
 i``) and its own rollout; DDP averages the gradients. The collectives (``fabric.all_reduce`` of the
@@ -21,6 +28,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,12 +36,12 @@ from pathlib import Path
 import torch
 
 from gpu_envs.trainers import checkpoint as ckpt
-from gpu_envs.trainers import console, learner
+from gpu_envs.trainers import console, curves, learner, run_control
 from gpu_envs.trainers.config import RunConfig
-from gpu_envs.trainers.evaluation import EVAL_SEED_OFFSET, Evaluator, record_video
+from gpu_envs.trainers.evaluation import Evaluator, record_video
 from gpu_envs.trainers.experiment import Experiment, NullExperiment, experiment_root, fresh_root
 from gpu_envs.trainers.games import make_game
-from gpu_envs.trainers.metrics import MetricsWindow, cleanrl_metrics
+from gpu_envs.trainers.metrics import MetricsWindow, cleanrl_metrics, episode_summary
 from gpu_envs.trainers.opponents import make_pool
 from gpu_envs.trainers.policy import ContinuousActions, make_network
 from gpu_envs.trainers.rollout import Collector, PolicyGroup, agent_index
@@ -70,21 +78,19 @@ def make_fabric(config: RunConfig):
 def resolve_resume(config: RunConfig, resume) -> tuple[Path | None, Path]:
     """(checkpoint to resume from or None, experiment folder to write into).
 
-    ``resume``: None/False (new run), True (latest checkpoint of the config's experiment folder),
-    or a path to a checkpoint file or an experiment folder. Of a folder's checkpoints, the newest
-    readable one is taken; newer damaged ones are skipped with a warning.
+    ``resume``: None/False (new run), True (the config's own folder when ``saving.tag`` names
+    one, else the newest unfinished run of this config: ``run_control.find_resumable``), or a
+    path to a checkpoint file or an experiment folder. Of a
+    folder's checkpoints, the newest readable one is taken; newer damaged ones are skipped with a
+    warning. A finished run of the same config is refused (there is nothing left to train).
     """
     root = experiment_root(config)
     if not resume:
         return None, root
     if resume is True:
-        path = ckpt.latest_readable_checkpoint(root / "ckpt")
-        if path is None:
-            raise ckpt.CheckpointError(
-                f"--resume: no readable iteration_<N>.pth.tar checkpoint in {root / 'ckpt'}"
-            )
-        return path, root
-    path = Path(resume)
+        path = root if config.saving.tag else run_control.find_resumable(config)
+    else:
+        path = Path(resume)
     if path.is_dir():
         folder = path / "ckpt" if (path / "ckpt").is_dir() else path
         found = ckpt.latest_readable_checkpoint(folder)
@@ -93,7 +99,16 @@ def resolve_resume(config: RunConfig, resume) -> tuple[Path | None, Path]:
                 f"--resume {path}: no readable iteration_<N>.pth.tar checkpoint there"
             )
         path = found
-    return path, path.parent.parent if path.parent.name == "ckpt" else root
+    root = path.parent.parent if path.parent.name == "ckpt" else root
+    status = run_control.read_status(root)
+    saved = ckpt.load_checkpoint(path)["config"]
+    if status["status"] == "finished" and run_control.same_config(saved, config.to_dict()):
+        raise ckpt.CheckpointError(
+            f"--resume: the run in {root} is finished ({status.get('reason', 'done')} at "
+            f"iteration {status.get('iteration', '?')}); there is nothing to resume. Continue "
+            "it with a longer run (--total-timesteps N) or start a new one without --resume"
+        )
+    return path, root
 
 
 class Trainer:
@@ -141,11 +156,7 @@ class Trainer:
         self.evaluator = None
         if eval_cfg.eval_freq:
             eval_game = make_game(config.name, eval_cfg.num_episodes, self.device, config.env)
-            self.evaluator = Evaluator(
-                eval_game,
-                self.groups,
-                tc.seed + EVAL_SEED_OFFSET + self.rank * eval_cfg.num_episodes,
-            )
+            self.evaluator = Evaluator(eval_game, self.groups, eval_cfg.seed)
         self.score_policy = eval_cfg.score_policy or next(iter(config.policy))
 
         total = tc.total_timesteps or tc.num_episodes * self.game.episode_length
@@ -157,13 +168,16 @@ class Trainer:
         self.episodes_before = 0  # every rank's, before a resume
         self.best_score = -math.inf
         self.clock = TrainClock()
-        if resume_path is not None:
-            self._restore(resume_path)
-        elif self.rank == 0:
+        self.resumed_from = resume_path
+        self._resume_state = None if resume_path is None else self._restore(resume_path)
+        if resume_path is None and self.rank == 0:
             root = fresh_root(root)
+        self.root = root
         self.experiment = Experiment(root, config) if self.rank == 0 else NullExperiment()
         fabric.loggers.extend(self.experiment.loggers)  # rank 0: the folder's TensorBoard and CSV
         self.window = MetricsWindow([g.tag for g in self.groups], len(self.nvec))
+        self.records: list = []  # the host records since the last text log (metrics_log_freq)
+        self.last_returns: dict[str, float] = {}  # each policy's latest mean episode return
         self.video_game = None
 
     def _make_group(self, tag: str, agent_ids: list[int]) -> PolicyGroup:
@@ -183,68 +197,209 @@ class Trainer:
 
     # ------------------------------------------------------------------------------ the loop
     def fit(self) -> dict:
-        """Train until ``num_iterations`` or until the evaluation reaches ``stop_value``."""
+        """Train until ``num_iterations``, until the evaluation reaches ``stop_value``, or until
+        SIGINT/SIGTERM (then save and return; ``status`` says which)."""
         tc, saving = self.config.trainer, self.config.saving
+        if self.iteration >= self.num_iterations:
+            raise ckpt.CheckpointError(
+                f"--resume: {self.resumed_from} is at the run's last iteration "
+                f"({self.iteration} of {self.num_iterations}); there is nothing left to train"
+            )
+        self._print(console.banner(self))
         self.collector.warm_up()  # the env's and the sampler's kernels compile before the clock
         if self.evaluator is not None:
             self.evaluator.game.reset(0)
-        self.collector.reset(tc.seed + self.rank * tc.num_envs)
+        self._start_rollouts()
         self.experiment.log_models({g.tag: g.module for g in self.groups})
+        self._set_status("running")
         progress = console.Progress(
-            self.num_iterations, self.iteration, tc.progress_bar and self.rank == 0
+            self.num_iterations,
+            self.iteration,
+            tc.progress_bar and self.rank == 0,
+            saving.progress_seconds,
+            self.env_step,
         )
         self.clock.start()
-        window_start, window_iterations = self.clock.seconds(), 0
-        stop = False
-        try:
-            while self.iteration < self.num_iterations and not stop:
-                self.iteration += 1
-                rollout = self.collector.collect()
-                with self.timer.phase("training"):
-                    stats = learner.learn(self.groups, rollout, self.iteration, self.num_iterations)
-                self.env_step += self.steps_per_iteration
-                self.episodes += self.collector.env_done.sum()
-                self.window.add(self.iteration, self.env_step, stats, self.collector)
-                window_iterations += 1
+        self.scalars_start = window_start = self.clock.seconds()
+        self.last_save = time.monotonic()
+        window_iterations, reached, signal_name, saved_path = 0, False, None, None
+        with run_control.StopRequest(self._print) as stop_request:
+            try:
+                while self.iteration < self.num_iterations:
+                    self.iteration += 1
+                    rollout = self.collector.collect()
+                    with self.timer.phase("training"):
+                        stats = learner.learn(
+                            self.groups, rollout, self.iteration, self.num_iterations
+                        )
+                    self.env_step += self.steps_per_iteration
+                    self.episodes += self.collector.env_done.sum()
+                    self.window.add(self.iteration, self.env_step, stats, self.collector)
+                    window_iterations += 1
 
-                last = self.iteration == self.num_iterations
-                if self.evaluator is not None and (
-                    self.iteration % self.config.evaluation.eval_freq == 0 or last
-                ):
-                    with self.clock.paused():
-                        stop = self._evaluate(progress)
-                if self.iteration % saving.metrics_log_freq == 0 or last or stop:
-                    window_ms = 1000.0 * (self.clock.seconds() - window_start)
-                    self._log(progress, window_iterations, window_ms)
-                    window_start, window_iterations = self.clock.seconds(), 0
-                if self.iteration % saving.model_params_save_freq == 0 or last or stop:
-                    self._save(ckpt.iteration_path(self.experiment.ckpt_dir or ".", self.iteration))
-                progress.advance()
-        finally:
-            progress.close()
-            self.experiment.close()
-            for logger in self.experiment.loggers:
-                self.fabric.loggers.remove(logger)
-        return {
+                    last = self.iteration == self.num_iterations
+                    if self.evaluator is not None and (
+                        self.iteration % self.config.evaluation.eval_freq == 0 or last
+                    ):
+                        with self.clock.paused():
+                            reached = self._evaluate(progress)
+                    interrupted, overdue = self._agree(
+                        stop_request.signal_name is not None, self._checkpoint_overdue()
+                    )
+                    end = last or reached or interrupted
+                    if self.iteration % saving.scalars_log_freq == 0 or end:
+                        self._log_scalars()
+                    if self.iteration % saving.metrics_log_freq == 0 or end:
+                        window_ms = 1000.0 * (self.clock.seconds() - window_start)
+                        self._log(progress, window_iterations, window_ms)
+                        window_start, window_iterations = self.clock.seconds(), 0
+                    if self.iteration % saving.model_params_save_freq == 0 or end or overdue:
+                        saved_path = ckpt.iteration_path(
+                            self.experiment.ckpt_dir or ".", self.iteration
+                        )
+                        self._save(saved_path)
+                    progress.advance(self.iteration, self.env_step, self.last_returns)
+                    if reached or interrupted:
+                        signal_name = (
+                            (stop_request.signal_name or "SIGTERM") if interrupted else None
+                        )
+                        break
+            finally:
+                progress.close()
+                self.experiment.close()
+                for logger in self.experiment.loggers:
+                    self.fabric.loggers.remove(logger)
+        return self._finish(reached, signal_name, saved_path)
+
+    def _finish(self, reached: bool, signal_name: str | None, saved_path: Path | None) -> dict:
+        """Record how the run ended (status file, curves.png) and summarise it."""
+        if signal_name is not None:
+            status, reason = "interrupted", signal_name
+        else:
+            status = "finished"
+            reason = "stop_value reached" if reached else "num_iterations reached"
+        self._set_status(status, reason=reason)
+        if self.rank == 0:
+            curves.write_run_curves(self.root)
+        summary = {
+            "status": status,
+            "reason": reason,
             "iterations": self.iteration,
+            "num_iterations": self.num_iterations,
             "env_steps": self.env_step,
             "best_eval": self.best_score,
             "train_seconds": self.clock.seconds(),
             "experiment": str(self.experiment.root),
+            "checkpoint": str(saved_path),
         }
+        if status == "interrupted":
+            summary["resume_command"] = run_control.resume_command(self.root)
+        if self.evaluator is not None and self.game.num_agents == 1:
+            eval_cfg = self.config.evaluation
+            summary["evaluate_command"] = (
+                f"gpu-envs evaluate {self.config.game} {self.root / 'ckpt' / 'ckpt_best.pth.tar'}"
+                f" --episodes {eval_cfg.num_episodes} --seed {eval_cfg.seed}"
+            )
+        return summary
+
+    def discard_if_empty(self) -> None:
+        """Delete the folder of a new run that saved no checkpoint (nothing to resume there)."""
+        if (
+            self.rank == 0
+            and self.resumed_from is None
+            and not ckpt.iteration_checkpoints(self.root / "ckpt")
+        ):
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def _print(self, text: str) -> None:
+        if self.rank == 0:
+            print(text, flush=True)
+
+    def _set_status(self, status: str, **details) -> None:
+        if self.rank == 0:
+            run_control.write_status(
+                self.root,
+                status,
+                iteration=self.iteration,
+                num_iterations=self.num_iterations,
+                env_step=self.env_step,
+                **details,
+            )
+
+    def _checkpoint_overdue(self) -> bool:
+        minutes = self.config.saving.checkpoint_minutes
+        return bool(minutes) and time.monotonic() - self.last_save >= 60.0 * minutes
+
+    def _agree(self, *flags: bool) -> tuple[bool, ...]:
+        """Each flag true on any rank (a collective under DDP: every rank stops and saves at the
+        same iteration)."""
+        if self.world_size == 1:
+            return flags
+        tensor = torch.tensor(flags, dtype=torch.int32, device=self.device)
+        return tuple(bool(v) for v in self.fabric.all_reduce(tensor, reduce_op="max").tolist())
+
+    def _start_rollouts(self) -> None:
+        """A new run resets the envs; a resumed one puts back the saved envs, rollout carry-over,
+        RNG and sampler states (after the warm-up, which draws from them)."""
+        tc, state = self.config.trainer, self._resume_state
+        saved = None if state is None else state["rng"]
+        if saved is None or len(saved) != self.world_size or "env" not in saved[self.rank]:
+            self.collector.reset(tc.seed + self.rank * tc.num_envs)
+            if state is not None:
+                self._print(
+                    "The checkpoint holds no env state for this number of processes: the envs "
+                    "start new episodes (the run continues, not bit for bit)"
+                )
+        if state is None:
+            return
+        self.sampler.load_state_dict(state["sampler"])
+        if saved is None or len(saved) != self.world_size:
+            return
+        mine = saved[self.rank]
+        torch.set_rng_state(mine["torch"])
+        if self.device.type == "cuda" and mine.get("cuda") is not None:
+            torch.cuda.set_rng_state(mine["cuda"], self.device)
+        if "env" in mine:
+            self.game.env.load_buffers_state({k: v.to(self.device) for k, v in mine["env"].items()})
+            collector = self.collector
+            collector.obs = mine["obs"].to(self.device).clone()
+            for name in ("prev_done", "episode_returns", "episode_lengths"):
+                getattr(collector, name).copy_(mine[name])
+        self._resume_state = None
 
     def _total_episodes(self) -> int:
         """Episodes ended on every rank so far (collective: every rank calls it at once)."""
         count = self.fabric.all_reduce(self.episodes.clone(), reduce_op="sum")
         return self.episodes_before + int(count)
 
-    def _log(self, progress, window_iterations: int, window_ms: float) -> None:
-        """The window's metrics to Fabric's loggers, then the folder's logs and the console."""
-        # Collectives first, on every rank: the window's statistics and the episode count.
+    def _log_scalars(self) -> None:
+        """The iterations since the last call, as one point of Fabric's loggers (CleanRL's names;
+        ``charts/train_seconds`` for curves against wall time)."""
         records = self.window.flush(self.fabric.all_reduce if self.world_size > 1 else None)
-        total_episodes = self._total_episodes()
+        if not records:
+            return
+        now = self.clock.seconds()
+        tags = [g.tag for g in self.groups]
+        metrics = cleanrl_metrics(records, tags)
+        metrics["charts/SPS"] = (
+            self.steps_per_iteration * len(records) / max(now - self.scalars_start, 1e-9)
+        )
+        metrics["charts/train_seconds"] = self.scalars_start = now
+        self.fabric.log_dict(metrics, step=records[-1].env_step)
+        for tag in tags:
+            episodes = episode_summary(records, tag)
+            if episodes["episode_count"]:
+                self.last_returns[tag] = episodes["reward_mean"]
+        self.records.extend(records)
+
+    def _log(self, progress, window_iterations: int, window_ms: float) -> None:
+        """The window since the last text log: the folder's logs and the console."""
+        records, self.records = self.records, []
+        total_episodes = self._total_episodes()  # a collective, on every rank
         phase_ms = self.timer.totals_ms()
         self.timer.reset()
+        if self.rank != 0 or not records:
+            return
         env_steps = self.steps_per_iteration * len(records)
         agent_steps = sum(p["agentstep_count"] for r in records for p in r.policies.values())
         speed = console.speed_block(
@@ -256,11 +411,6 @@ class Trainer:
             env_steps,
             int(agent_steps),
         )
-        metrics = cleanrl_metrics(records, [g.tag for g in self.groups])
-        metrics["charts/SPS"] = speed["Mean env-steps per sec (total)"]
-        self.fabric.log_dict(metrics, step=self.env_step)
-        if self.rank != 0:
-            return
         blocks = {g.tag: console.policy_block(g, records, len(self.nvec)) for g in self.groups}
         self.experiment.log_window(
             records,
@@ -271,31 +421,51 @@ class Trainer:
             total_episodes=total_episodes,
             train_seconds=self.clock.seconds(),
         )
-        progress.print(console.format_blocks(blocks, speed))
+        shown = self.config.saving.console
+        if shown == "blocks":
+            progress.print(console.format_blocks(blocks, speed))
+        elif shown == "compact":
+            progress.print(console.compact_line(records, [g.tag for g in self.groups], speed))
 
     def _evaluate(self, progress) -> bool:
-        """Greedy evaluation on every rank; rank 0 logs it and keeps ckpt_best. Returns "stop"."""
+        """Greedy evaluation (the same episodes every time and on every rank: those of
+        ``gpu-envs evaluate --episodes num_episodes --seed seed``); rank 0 logs it and keeps
+        ckpt_best. Returns whether the score reached ``stop_value``."""
         result = self.evaluator.run()
-        means = torch.stack([result["returns"][g.tag].mean() for g in self.groups]).double()
-        if self.world_size > 1:
-            means = self.fabric.all_reduce(means, reduce_op="mean")
-        means = dict(zip([g.tag for g in self.groups], means.tolist()))
+        means = dict(
+            zip(
+                [g.tag for g in self.groups],
+                torch.stack([result["returns"][g.tag].mean() for g in self.groups])
+                .double()
+                .tolist(),
+            )
+        )
         score = means[self.score_policy]
         improved = score > self.best_score
         self.best_score = max(self.best_score, score)
         if improved:
             self._save(self.experiment.ckpt_dir / "ckpt_best.pth.tar" if self.rank == 0 else None)
-        stop_value = self.config.evaluation.stop_value
-        stop = stop_value is not None and score >= stop_value
+        eval_cfg = self.config.evaluation
+        stop = eval_cfg.stop_value is not None and score >= eval_cfg.stop_value
         if self.rank == 0:
             self.experiment.log_evaluation(
                 self.iteration, self.env_step, result, means, self.clock.seconds()
             )
+            prefix = "" if len(self.groups) == 1 else f"{self.score_policy}/"
+            self.fabric.log_dict(
+                {
+                    f"eval/{prefix}mean_return": score,
+                    "charts/train_seconds": self.clock.seconds(),
+                },
+                step=self.env_step,
+            )
+            last_seed = eval_cfg.seed + eval_cfg.num_episodes - 1
             progress.print(
                 f"[eval] iteration {self.iteration}, env step {self.env_step}: "
-                f"{self.score_policy} mean return {score:.2f} (best {self.best_score:.2f}), "
-                f"train time {self.clock.seconds():.2f} s"
-                + (" -> stop_value reached" if stop else "")
+                f"{self.score_policy} greedy mean return {score:.2f} over "
+                f"{eval_cfg.num_episodes} episodes (seeds {eval_cfg.seed}..{last_seed}), best "
+                f"{self.best_score:.2f}"
+                + (f" -> stop_value {eval_cfg.stop_value:g} reached" if stop else "")
             )
             if self.config.trainer.capture_video:
                 self._record_video()
@@ -313,9 +483,10 @@ class Trainer:
 
     # ------------------------------------------------------------------------------ checkpoints
     def _save(self, path: Path | None) -> None:
-        """Gather every rank's RNG state and episode count (collectives), then rank 0 writes
-        ``path`` atomically."""
-        rng, total_episodes = self._gather_rng(), self._total_episodes()
+        """Gather every rank's progress state and episode count (collectives), then rank 0
+        writes ``path`` atomically."""
+        ranks, total_episodes = self._gather_rank_states(), self._total_episodes()
+        self.last_save = time.monotonic()
         if self.rank != 0 or path is None:
             return
         self.experiment.flush()  # the logs on disk reach at least as far as the checkpoint
@@ -326,20 +497,44 @@ class Trainer:
         }
         continuous = isinstance(self.nvec, ContinuousActions)
         state = ckpt.training_state(
-            self, self.config, self.nvec, continuous, counters, self.best_score, rng
+            self, self.config, self.nvec, continuous, counters, self.best_score, ranks
         )
         ckpt.save_checkpoint(state, path)
 
-    def _gather_rng(self) -> list[dict]:
-        states = {"torch": torch.get_rng_state()}
+    def _rank_state(self) -> dict:
+        """What this rank continues from: RNG states, the envs' buffers, the rollout's
+        carry-over."""
+        collector = self.collector
+        state = {
+            "torch": torch.get_rng_state(),
+            "env": self.game.env.buffers_state(),
+            "obs": collector.obs,
+            "prev_done": collector.prev_done,
+            "episode_returns": collector.episode_returns,
+            "episode_lengths": collector.episode_lengths,
+        }
         if self.device.type == "cuda":
-            states["cuda"] = torch.cuda.get_rng_state(self.device)
-        if self.world_size == 1:
-            return [states]
-        gathered = {k: self.fabric.all_gather(v.to(self.device)).cpu() for k, v in states.items()}
-        return [{k: v[r] for k, v in gathered.items()} for r in range(self.world_size)]
+            state["cuda"] = torch.cuda.get_rng_state(self.device)
+        return state
 
-    def _restore(self, path: Path) -> None:
+    def _gather_rank_states(self) -> list[dict]:
+        """``_rank_state`` of every rank, on the CPU (a collective under DDP)."""
+        state = self._rank_state()
+        if self.world_size == 1:
+            return [_to_cpu(state)]
+        gathered = _to_cpu(_map(self._all_gather_bytes, state))
+        return [_map(lambda v, r=r: v[r], gathered) for r in range(self.world_size)]
+
+    def _all_gather_bytes(self, tensor: torch.Tensor) -> torch.Tensor:
+        """[world_size, *shape]: ``tensor`` of every rank, sent as bytes (any dtype, bool and
+        uint64 included, crosses every backend)."""
+        flat = tensor.detach().to(self.device).contiguous().reshape(-1).view(torch.uint8)
+        gathered = self.fabric.all_gather(flat)
+        return gathered.view(tensor.dtype).reshape(self.world_size, *tensor.shape)
+
+    def _restore(self, path: Path) -> dict:
+        """Load ``path``'s weights, optimiser states and counters; returns the checkpoint for
+        ``_start_rollouts``."""
         state = ckpt.load_checkpoint(path)
         ckpt.check_compatible(
             state,
@@ -358,7 +553,6 @@ class Trainer:
         self.episodes_before = int(state["counters"]["total_episodes"])
         self.clock.previous = float(state["counters"]["train_seconds"])
         self.best_score = float(state["best_eval"])
-        self.sampler.load_state_dict(state["sampler"])
         if self.collector.opponents is not None:
             if state.get("opponents") is None:
                 raise ckpt.CheckpointError(
@@ -368,16 +562,23 @@ class Trainer:
             self.collector.opponents.load_state_dict(state["opponents"])
         if self.evaluator is not None:
             self.evaluator.evaluations = int(state["counters"]["evaluations"])
-        rng = state["rng"]
-        if len(rng) == self.world_size:
-            torch.set_rng_state(rng[self.rank]["torch"])
-            if self.device.type == "cuda" and rng[self.rank].get("cuda") is not None:
-                torch.cuda.set_rng_state(rng[self.rank]["cuda"], self.device)
         if self.rank == 0:
             print(
                 f"Resuming from {path} at iteration {self.iteration} (env step {self.env_step})",
                 flush=True,
             )
+        return state
+
+
+def _map(function, tree):
+    """``function`` applied to every tensor of a nested dict."""
+    if isinstance(tree, dict):
+        return {k: _map(function, v) for k, v in tree.items()}
+    return function(tree)
+
+
+def _to_cpu(tree):
+    return _map(lambda t: t.detach().cpu().clone(), tree)
 
 
 class TrainClock:
@@ -415,4 +616,9 @@ def train(config: RunConfig, resume=None) -> dict:
     if config.trainer.torch_threads:
         torch.set_num_threads(config.trainer.torch_threads)
     fabric = make_fabric(config)
-    return Trainer(fabric, config, resume).fit()
+    trainer = Trainer(fabric, config, resume)
+    try:
+        return trainer.fit()
+    except KeyboardInterrupt:  # a second Ctrl-C: no checkpoint now; a new run without any goes
+        trainer.discard_if_empty()
+        raise

@@ -44,7 +44,6 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from gpu_envs.benchmarks import machine, report, timing
-from gpu_envs.trainers.evaluation import EVAL_SEED_OFFSET
 from gpu_envs.trainers.presets import preset
 
 if TYPE_CHECKING:
@@ -170,9 +169,10 @@ class TrainToTarget:
         update) and at the end, outside its training clock; stops training at the first mean >= the
         threshold.
 
-        Its evaluation env is seeded like the trainer's evaluator (seed + EVAL_SEED_OFFSET), so a
-        seed's run is the same in every bench run: unseeded evaluations would move SB3's median
-        between bench runs (see the trainer benchmarks page)."""
+        Like the trainer's evaluator, every evaluation plays the same episodes: its env is
+        reseeded with ``seed`` (the preset's ``evaluation.seed``) first, so a seed's run is the
+        same in every bench run: unseeded evaluations would move SB3's median between bench runs
+        (see the trainer benchmarks page)."""
         import gymnasium as gym
         from stable_baselines3.common.callbacks import BaseCallback
         from stable_baselines3.common.evaluation import evaluate_policy
@@ -184,7 +184,6 @@ class TrainToTarget:
             def __init__(self):
                 super().__init__()
                 self.eval_env = Monitor(gym.make(bench.env_id))
-                self.eval_env.reset(seed=seed + EVAL_SEED_OFFSET)  # later resets continue its RNG
                 self.next_eval, self.evaluated_at = eval_freq, -1
                 self.start, self.eval_s = 0.0, 0.0
                 self.best_eval, self.reached = None, None
@@ -194,6 +193,7 @@ class TrainToTarget:
 
             def evaluate(self) -> None:
                 tick = time.perf_counter()
+                self.eval_env.reset(seed=seed)  # evaluate_policy's resets continue its RNG
                 mean, _ = evaluate_policy(
                     self.model, self.eval_env, n_eval_episodes=episodes, deterministic=True
                 )

@@ -27,20 +27,22 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
-    """Train (``cli_args.train_from``), then say where the results are."""
+    """Train (``cli_args.train_from``), then say where the results are, or how to resume."""
     from gpu_envs.trainers import cli_args
 
     summary = cli_args.train_from(args, extra)
-    if summary["experiment"] != str(None):  # rank 0 (the other ranks write no folder)
-        print(results_message(Path(summary["experiment"])))
-    return 0
+    if summary["status"] == "finished" and summary["experiment"] != str(None):  # rank 0
+        print(results_message(Path(summary["experiment"]), summary))
+    return cli_args.exit_code(summary)
 
 
-def results_message(experiment: Path) -> str:
-    """Where a finished run's experiment folder and best (or latest) checkpoint are."""
+def results_message(experiment: Path, summary: dict | None = None) -> str:
+    """Where a finished run's experiment folder and best (or latest) checkpoint are; with the
+    run's ``summary``, why it ended and the command that scores the best checkpoint again."""
     best = experiment / "ckpt" / "ckpt_best.pth.tar"
+    reason = f" ({summary['reason']})" if summary else ""
     if best.is_file():
-        checkpoint = f"best checkpoint: {best}"
+        checkpoint = _evaluate_hint(summary) + f"best checkpoint: {best}"
     else:
         saved = sorted(
             (experiment / "ckpt").glob("iteration_*.pth.tar"),
@@ -49,4 +51,14 @@ def results_message(experiment: Path) -> str:
         checkpoint = "no best checkpoint (no evaluation ran: evaluation.eval_freq); " + (
             f"latest checkpoint: {saved[-1]}" if saved else "no checkpoint saved"
         )
-    return f"experiment folder: {experiment}\n{checkpoint}"
+    return f"experiment folder: {experiment}{reason}\n{checkpoint}"
+
+
+def _evaluate_hint(summary: dict | None) -> str:
+    """The best evaluation's line, with the command that prints it again (the same episodes)."""
+    if not summary or "evaluate_command" not in summary:
+        return ""
+    return (
+        f"best evaluation: greedy mean return {summary['best_eval']:.2f}; "
+        f"`{summary['evaluate_command']}` prints the same\n"
+    )
