@@ -275,3 +275,13 @@ def test_ctrl_c_on_the_command_line_saves_and_prints_the_resume_command(tmp_path
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"Resuming from {saved} at iteration {iteration}" in resumed.stdout
     assert run_control.read_status(folder)["status"] == "finished"
+
+
+def test_ctrl_c_while_compiling_leaves_no_empty_folder(tmp_path, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(learner, "make_steps", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        train(_config("cartpole", tmp_path))
+    assert not list((tmp_path / "cartpole_ppo").iterdir())

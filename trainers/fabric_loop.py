@@ -143,15 +143,6 @@ class Trainer:
             # the same draws on every rank: one pool state for the checkpoint
             make_pool(self.groups, config.opponents, tc.num_envs, tc.seed),
         )
-        learner.make_steps(
-            self.groups,
-            fabric.backward,
-            self.collector.buffers,
-            self.nvec,
-            compile=tc.compile,
-            fuse=self.world_size == 1,  # DDP's gradient hooks need the module's own backward
-        )
-
         eval_cfg = config.evaluation
         self.evaluator = None
         if eval_cfg.eval_freq:
@@ -179,6 +170,19 @@ class Trainer:
         self.records: list = []  # the host records since the last text log (metrics_log_freq)
         self.last_returns: dict[str, float] = {}  # each policy's latest mean episode return
         self.video_game = None
+        self._print(console.banner(self))  # before compiling: a run says what it is at once
+        try:
+            learner.make_steps(
+                self.groups,
+                fabric.backward,
+                self.collector.buffers,
+                self.nvec,
+                compile=tc.compile,
+                fuse=self.world_size == 1,  # DDP's gradient hooks need the module's own backward
+            )
+        except KeyboardInterrupt:
+            self.discard_if_empty()
+            raise
 
     def _make_group(self, tag: str, agent_ids: list[int]) -> PolicyGroup:
         cfg = self.config.policy[tag]
@@ -205,7 +209,6 @@ class Trainer:
                 f"--resume: {self.resumed_from} is at the run's last iteration "
                 f"({self.iteration} of {self.num_iterations}); there is nothing left to train"
             )
-        self._print(console.banner(self))
         self.collector.warm_up()  # the env's and the sampler's kernels compile before the clock
         if self.evaluator is not None:
             self.evaluator.game.reset(0)
