@@ -14,8 +14,10 @@ import numba.cuda.dispatcher as cuda_dispatcher
 import torch
 from numba import config, cuda, types
 
+from gpu_envs.acrobot import AcrobotVectorEnv
 from gpu_envs.cartpole import CartPoleVectorEnv
 from gpu_envs.kernels import cuda as cuda_drivers
+from gpu_envs.mountain_car import MountainCarContinuousVectorEnv, MountainCarVectorEnv
 from gpu_envs.pendulum import PendulumVectorEnv
 from gpu_envs.tag import TagVectorEnv
 
@@ -25,6 +27,11 @@ ENVS = [
     lambda: CartPoleVectorEnv(4, dtype=torch.float64),
     lambda: PendulumVectorEnv(4, dtype=torch.float32),
     lambda: PendulumVectorEnv(4, dtype=torch.float64),
+    *(
+        lambda game=game, dtype=dtype: game(4, dtype=dtype)
+        for game in (AcrobotVectorEnv, MountainCarVectorEnv, MountainCarContinuousVectorEnv)
+        for dtype in (torch.float32, torch.float64)
+    ),
     lambda: TagVectorEnv(2, use_full_observation=False, num_other_agents_observed=3),
 ]
 

@@ -37,6 +37,27 @@ if "gpu_envs/Pendulum-v1" not in registry:
         max_episode_steps=200,
     )
 
+for _id, _module, _single, _vector, _steps, _threshold in (
+    ("Acrobot-v1", "acrobot", "AcrobotEnv", "AcrobotVectorEnv", 500, -100.0),
+    ("MountainCar-v0", "mountain_car", "MountainCarEnv", "MountainCarVectorEnv", 200, -110.0),
+    (
+        "MountainCarContinuous-v0",
+        "mountain_car",
+        "MountainCarContinuousEnv",
+        "MountainCarContinuousVectorEnv",
+        999,
+        90.0,
+    ),
+):
+    if f"gpu_envs/{_id}" not in registry:
+        register(
+            id=f"gpu_envs/{_id}",
+            entry_point=f"gpu_envs.{_module}:{_single}",
+            vector_entry_point=f"gpu_envs.{_module}:{_vector}",
+            max_episode_steps=_steps,
+            reward_threshold=_threshold,
+        )
+
 # Tag: rows are (game, agent) pairs; gym.make_vec only (one row is not a game, so gym.make raises an
 # error naming gym.make_vec("gpu_envs/Tag-v0", num_envs=GAMES, ...) and
 # gpu_envs.tag_v0.parallel_env).

@@ -1,0 +1,129 @@
+"""What gymnasium's Acrobot and MountainCar games share as engine envs: a component-major state,
+a uniform start draw bounded by gymnasium's ``low``/``high`` reset options, and gymnasium's own
+renderer.
+
+A game subclasses :class:`ClassicControlVectorEnv` and declares its ``game``, ``logic``,
+``state_size``, ``default_bounds`` and ``renderer`` (the import path of gymnasium's env class); its
+``__init__`` calls ``super().__init__``, sets the spaces and ``self._consts``, then
+``self._build()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from gymnasium.envs.classic_control.utils import maybe_parse_reset_bounds
+from gymnasium.vector import AutoresetMode, VectorEnv
+
+from gpu_envs import devices
+from gpu_envs.engine import ComponentMajorState, KernelEnv, episode_buffers
+from gpu_envs.validation import check_max_episode_steps, check_reset_bounds
+
+
+def reset_bounds(
+    options: dict[str, Any] | None, default_low: float, default_high: float
+) -> tuple[float, float]:
+    """gymnasium's ``low``/``high`` reset options, checked as given (a string or NaN is refused)."""
+    options = options or {}
+    low, high = maybe_parse_reset_bounds(options, default_low, default_high)
+    check_reset_bounds(options.get("low", low), options.get("high", high))
+    return low, high
+
+
+class ClassicControlVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
+    """Base of the batched classic-control games (see the module); tensors in, tensors out.
+
+    Args:
+        num_envs: number of games.
+        device: "cpu", "cuda", "cuda:N" or "auto" (CUDA when usable, else CPU).
+        dtype: state precision, float64 (CPU default, bit-exact with gymnasium) or float32 (CUDA
+            default). Observations are float32 either way; rewards have the state's dtype.
+        max_episode_steps: truncation horizon (0 or None: never truncate).
+        autoreset_mode: ``AutoresetMode`` NEXT_STEP (default), SAME_STEP or DISABLED.
+        render_mode: None or "rgb_array" (``render()`` returns one frame per env).
+        validate_actions: refuse actions outside the action space before each step (shapes and
+            dtypes are always checked). On CUDA the value check costs one host synchronisation per
+            step.
+    """
+
+    #: Number of state components (``state`` is [num_envs, state_size]).
+    state_size: ClassVar[int]
+    #: gymnasium's default ``(low, high)`` of the start draw.
+    default_bounds: ClassVar[tuple[float, float]]
+    #: ``"module:Class"`` of gymnasium's env, whose renderer draws the frames.
+    renderer: ClassVar[str]
+    component_major_buffers = ("state",)
+    step_writes_every_output = True
+    _consts: np.ndarray
+
+    def __init__(
+        self,
+        num_envs: int = 1,
+        device: str | torch.device = "cpu",
+        dtype=None,
+        max_episode_steps: int | None = None,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        render_mode: str | None = None,
+        validate_actions: bool = True,
+    ):
+        super().__init__(
+            num_envs,
+            device,
+            autoreset_mode=autoreset_mode,
+            render_mode=render_mode,
+            validate_actions=validate_actions,
+        )
+        self.dtype = devices.resolve_dtype(dtype, self.device)
+        self.max_episode_steps = check_max_episode_steps(max_episode_steps)
+        self._bounds = np.array(self.default_bounds, dtype=np.float64)
+
+    @property
+    def real_dtype(self) -> np.dtype:
+        """The NumPy dtype of the state (and rewards)."""
+        return devices.torch_to_numpy_dtype(self.dtype)
+
+    def buffer_layout(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """The state component-major (``state[k, i]``), the step counter and the outputs."""
+        n = self.num_envs
+        obs_shape = self.single_observation_space.shape or ()
+        return {
+            "state": ((self.state_size, n), self.real_dtype),
+            "elapsed": ((n,), np.dtype(np.int32)),
+            **episode_buffers(n, obs_shape, self.real_dtype),
+        }
+
+    def constants(self) -> tuple[np.ndarray, ...]:
+        return self._consts, self._bounds
+
+    def settings(self) -> tuple:
+        return self.max_episode_steps, self.autoreset_code
+
+    def apply_reset_options(self, options: dict[str, Any]) -> None:
+        """``low``/``high``: the bounds of the uniform start draw (gymnasium's options). They hold
+        for this reset and the autoresets after it, until the next ``reset()``."""
+        unknown = set(options) - {"low", "high"}
+        if unknown:
+            raise ValueError(
+                f"unknown reset option(s) {sorted(unknown)}: allowed low, high, reset_mask"
+            )
+        bounds = reset_bounds(options, *self.default_bounds)
+        if bounds != tuple(self._bounds):
+            self._bounds[:] = bounds
+            self.update_constants()
+
+    def render_frames(self) -> tuple[np.ndarray, ...]:
+        """One frame per env by gymnasium's renderer of the game."""
+        import importlib
+
+        module, name = self.renderer.split(":")
+        renderer = getattr(importlib.import_module(module), name)(render_mode="rgb_array")
+        try:
+            frames = []
+            for row in self.state.double().cpu().numpy():
+                renderer.state = row
+                frames.append(renderer.render())
+            return tuple(frames)
+        finally:
+            renderer.close()
