@@ -333,3 +333,30 @@ def test_random_bad_numbers_raise_config_error_naming_the_field(data, path):
     with pytest.raises(ConfigError) as error:
         RunConfig.from_dict(_with(preset("cartpole"), path, value))
     assert str(error.value).startswith(f"{path}: must be "), str(error.value)
+
+
+def test_the_config_reference_page_is_generated_from_the_schema():
+    from pathlib import Path
+
+    from gpu_envs.trainers import config_docs
+
+    page = Path(__file__).resolve().parents[1] / "docs" / "config.md"
+    assert page.read_text(encoding="utf8") == config_docs.fields_table(), (
+        "docs/config.md is stale: python -m gpu_envs.trainers.config_docs > docs/config.md"
+    )
+    assert "| `saving.checkpoint_minutes` | a number | `10.0` | must be >= 0 |" in page.read_text()
+
+
+def test_cli_flags_set_fields_and_num_envs_keeps_the_steps_per_env():
+    from gpu_envs.trainers.cli_args import add_arguments, build_config
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["cartpole", "--num-envs", "100", "--lr", "0.001", "--device", "cpu"])
+    config = build_config(args)
+    steps = RunConfig.from_dict(preset("cartpole")).trainer.num_steps
+    assert (config.trainer.num_envs, config.trainer.num_steps) == (100, steps)
+    assert config.trainer.train_batch_size == 100 * steps
+    assert config.policy["agent"].lr == 0.001 and config.trainer.accelerator == "cpu"
+    args = parser.parse_args(["cartpole", "--num-envs", "10", "--num-steps", "3"])
+    assert build_config(args).trainer.train_batch_size == 30

@@ -61,17 +61,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--total-timesteps", type=int, help="env steps over all ranks (trainer.total_timesteps)"
     )
-    parser.add_argument("--num-envs", type=int, help="envs per rank (trainer.num_envs)")
+    parser.add_argument(
+        "--num-envs",
+        type=int,
+        help="envs per rank (trainer.num_envs); the rollout steps per env stay the config's, as in "
+        "CleanRL: train_batch_size = num_steps * num_envs",
+    )
     parser.add_argument(
         "--num-steps",
         type=int,
         help="rollout steps per env (train_batch_size = num_steps * num_envs)",
+    )
+    parser.add_argument("--lr", type=float, help="learning rate of every policy (policy.<tag>.lr)")
+    parser.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        help="where the envs and networks run (trainer.accelerator)",
     )
     parser.add_argument(
         "--seed", type=int, help="base seed; env i of rank r gets seed + r * num_envs + i"
     )
     parser.add_argument(
         "--capture-video", action="store_true", help="write greedy episode videos at evaluations"
+    )
+    parser.add_argument(
+        "--cuda-graphs",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="on CUDA, replay each rollout as one captured CUDA graph (trainer.cuda_graphs; on by "
+        "default, ignored on the CPU)",
     )
     parser.add_argument("--accelerator", choices=("auto", "cpu", "cuda", "gpu"))
     parser.add_argument("--devices", type=_devices, help="processes (devices) per node, or 'auto'")
@@ -156,9 +174,16 @@ def build_config(args: argparse.Namespace, extra: list[str] | None = None) -> Ru
     ]
     if args.capture_video:
         flag_overrides.append("trainer.capture_video=true")
+    if args.cuda_graphs is not None:
+        flag_overrides.append(f"trainer.cuda_graphs={str(args.cuda_graphs).lower()}")
+    if args.device is not None:
+        flag_overrides.append(f"trainer.accelerator={args.device}")
+    if args.lr is not None:
+        flag_overrides += [f"policy.{tag}.lr={args.lr}" for tag in data.get("policy", {})]
+    steps = RunConfig.from_dict(data).trainer.num_steps  # per env: what --num-envs keeps
     data = apply_overrides(data, flag_overrides)
-    if args.num_steps is not None:
-        batch = args.num_steps * data["trainer"]["num_envs"]
+    if args.num_steps is not None or args.num_envs is not None:
+        batch = (args.num_steps or steps) * data["trainer"]["num_envs"]
         data = apply_overrides(data, [f"trainer.train_batch_size={batch}"])
     return RunConfig.from_dict(apply_overrides(data, overrides))
 

@@ -1,0 +1,103 @@
+"""The run config's reference table, generated from the schema (``gpu_envs.trainers.config``).
+
+Every field of every section with its type, default, rule and the docstring written under it in
+the dataclass. ``docs/config.md`` is this module's output (a test checks it is up to date):
+
+    python -m gpu_envs.trainers.config_docs > docs/config.md
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import typing
+
+from gpu_envs.trainers import config as schema
+
+#: The sections in the order of a run config file, with the dataclass of each.
+SECTIONS = (
+    ("", schema.RunConfig),
+    ("trainer.", schema.TrainerConfig),
+    ("policy.<tag>.", schema.PolicyConfig),
+    ("policy.<tag>.model.", schema.ModelConfig),
+    ("saving.", schema.SavingConfig),
+    ("evaluation.", schema.EvaluationConfig),
+    ("opponents.", schema.OpponentsConfig),
+)
+
+
+def field_docstrings(cls: type) -> dict[str, str]:
+    """The docstring written under each field of dataclass ``cls``, by field name."""
+    body = ast.parse(inspect.getsource(cls)).body[0].body
+    docs = {}
+    for node, after in zip(body, body[1:]):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            docs[node.target.id] = " ".join(after.value.value.split())
+    return docs
+
+
+def _default(spec: dataclasses.Field) -> str:
+    if spec.default is not dataclasses.MISSING:
+        value = spec.default
+    elif spec.default_factory is not dataclasses.MISSING:
+        value = spec.default_factory()
+        if dataclasses.is_dataclass(value):
+            return "(section)"
+    else:
+        return "required"
+    return "null" if value is None else f"`{value!r}`"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def fields_table() -> str:
+    """The reference page: one table row per field of every section."""
+    lines = [
+        "# Run config reference",
+        "",
+        "Every field of a run config (`gpu-envs train --config FILE`, `KEY=VALUE` overrides, "
+        "`--print-config`), generated from `gpu_envs.trainers.config` by "
+        "`python -m gpu_envs.trainers.config_docs`. A value breaking its rule is refused with "
+        "the field's name.",
+        "",
+        "| field | type | default | rule | meaning |",
+        "|---|---|---|---|---|",
+    ]
+    for prefix, cls in SECTIONS:
+        docs, hints = field_docstrings(cls), typing.get_type_hints(cls)
+        for spec in dataclasses.fields(cls):
+            hint = hints[spec.name]
+            if dataclasses.is_dataclass(hint) or (
+                typing.get_origin(hint) is dict
+                and dataclasses.is_dataclass(typing.get_args(hint)[-1])
+            ):
+                continue  # a section: its own rows follow
+            rule = spec.metadata.get("rule")
+            lines.append(
+                "| "
+                + " | ".join(
+                    _cell(cell)
+                    for cell in (
+                        f"`{prefix}{spec.name}`",
+                        schema._in_words(hint),
+                        _default(spec),
+                        f"must be {rule.text}" if rule else "",
+                        docs.get(spec.name, ""),
+                    )
+                )
+                + " |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(fields_table(), end="")
