@@ -17,7 +17,8 @@ A game subclasses :class:`KernelEnv` and declares only what is its own:
 The engine owns the rest, once for every game: device and dtype resolution, the CPU or CUDA driver,
 per-env seeding and episode counters (the ``env_seed`` and ``episode`` buffers, uint64 views of
 int64 tensors), reset masks, the three autoreset modes (the ``autoreset_mode`` setting the logic
-reads), validation of actions, fresh output tensors per step, launches on torch's current stream,
+reads), validation of actions, fresh output tensors per step (or, with
+:attr:`KernelEnv.copy_outputs` off, the env's own buffers), launches on torch's current stream,
 ``close()``, pickling and ``copy.deepcopy`` (a copy steps on exactly like the original).
 """
 
@@ -128,6 +129,10 @@ class KernelEnv:
     #: Buffers stored component-major ([components, num_envs], e.g. a state GPU threads read
     #: coalesced); :meth:`state_snapshot` gives them env first.
     component_major_buffers: ClassVar[tuple[str, ...]] = ()
+    #: Whether :meth:`step` and :meth:`reset` return fresh tensors (True, the default) or the env's
+    #: own output buffers (False: no allocation or copy per step; the tensors are overwritten by
+    #: the next step or reset, so read or copy them before that). Set it on the instance.
+    copy_outputs: bool = True
     #: CPU loops: envs per call of ``step_envs``, and the batch size from which threads are used.
     cpu_block_size: ClassVar[int] = 512
     cpu_parallel_min_envs: ClassVar[int] = 4096
@@ -318,8 +323,9 @@ class KernelEnv:
             else ()
         )
         self._launch = {} if self.kernel_target == "cpu" else {"num_agents": self.num_agents}
-        # compiled for the argument types at the next CPU step
+        # compiled for the argument types at the next CPU step; prepared at the next CUDA step
         self._cpu_step: Callable[[int, tuple], None] | None = None
+        self._cuda_step: Callable[[object], None] | None = None
 
     @property
     def kernel_args(self) -> tuple:
@@ -353,7 +359,7 @@ class KernelEnv:
             seed = self.default_seed()
         if seed is not None:
             self.seed_envs(mask, seed)
-        if self._fresh_outputs:  # the caller may hold the last step's observations: write a copy
+        if self._fresh_outputs and self.copy_outputs:  # the caller may hold the last obs: a copy
             self._rebind("obs", self._kernel_args[self._layout_index("obs")].copy())
         with devices.numba_context(self.device):
             self._driver.reset(
@@ -365,7 +371,9 @@ class KernelEnv:
             )
         self._tensors.has_final_obs.masked_fill_(mask, False)
         self._is_reset = True
-        obs = self._tensors.obs if self._fresh_outputs else devices.fresh_copy(self._tensors.obs)
+        obs = self._tensors.obs
+        if self.copy_outputs and not self._fresh_outputs:
+            obs = devices.fresh_copy(obs)
         return obs, self.reset_info()
 
     def _layout_index(self, name: str) -> int:
@@ -414,9 +422,8 @@ class KernelEnv:
         info = self.step_info()
         if self.autoreset_mode is AutoresetMode.SAME_STEP:
             t = self._tensors
-            info.update(
-                {key: devices.fresh_copy(t[name]) for key, name in self.final_outputs.items()}
-            )
+            give = devices.fresh_copy if self.copy_outputs else _same
+            info.update({key: give(t[name]) for key, name in self.final_outputs.items()})
         return obs, rewards, terminated, truncated, info
 
     def check_actions(self, actions) -> torch.Tensor:
@@ -436,8 +443,14 @@ class KernelEnv:
             self._check_finished_envs()
         self._actions.copy_(actions)
         with devices.numba_context(self.device):
-            self._driver.step(self.num_envs, self._kernel_args, **self._launch, **self._stream())
-        return [devices.fresh_copy(self._tensors[name]) for name in self.step_outputs]
+            launch = self._cuda_step
+            if launch is None:
+                launch = self._cuda_step = self._driver.prepare_step(
+                    self.num_envs, self._kernel_args, **self._launch
+                )
+            launch(devices.launch_stream(self.device))
+        give = devices.fresh_copy if self.copy_outputs else _same
+        return [give(self._tensors[name]) for name in self.step_outputs]
 
     def _step_on_cpu(self, actions) -> tuple[torch.Tensor, ...]:
         """One CPU step (the kernel reads the caller's actions in place); returns the outputs.
@@ -453,7 +466,8 @@ class KernelEnv:
         self._check_finished_envs()
         slots = list(self._kernel_args)
         slots[self._actions_index] = array
-        fresh = [np.empty(shape, dtype) for _, shape, dtype in self._fresh_outputs]
+        reuse = not self.copy_outputs
+        fresh = [] if reuse else [np.empty(shape, dtype) for _, shape, dtype in self._fresh_outputs]
         for (index, _, _), output in zip(self._fresh_outputs, fresh):
             slots[index] = output
         self._kernel_args = args = tuple(slots)
@@ -462,7 +476,8 @@ class KernelEnv:
             step = self._cpu_step = self._driver.compiled_step(self.num_envs, args)
         step(self.num_envs, args)
         if not fresh:
-            return tuple(devices.fresh_copy(self._tensors[name]) for name in self.step_outputs)
+            give = _same if reuse else devices.fresh_copy
+            return tuple(give(self._tensors[name]) for name in self.step_outputs)
         outputs = tuple(map(torch.from_numpy, fresh))
         self._tensors.update(zip(self.step_outputs, outputs))
         return outputs
@@ -542,7 +557,7 @@ class KernelEnv:
         state = {
             key: value
             for key, value in self.__dict__.items()
-            if key not in ("_kernel_args", "_driver", "_launch", "_cpu_step")
+            if key not in ("_kernel_args", "_driver", "_launch", "_cpu_step", "_cuda_step")
         }
         if not self._closed:
             state["_tensors"] = Buffers(
@@ -571,6 +586,11 @@ class KernelEnv:
         memo[id(self)] = clone
         clone.__setstate__(copy.deepcopy(self.__getstate__(), memo))
         return clone
+
+
+def _same(tensor: torch.Tensor) -> torch.Tensor:
+    """An output returned as the env's own buffer (``copy_outputs=False``)."""
+    return tensor
 
 
 def _check_memory(

@@ -11,6 +11,11 @@ Two launch shapes:
 Importing this module needs numba-cuda; it works on a GPU or under ``NUMBA_ENABLE_CUDASIM=1``.
 Kernels are cached on disk (``cache=True``) like the CPU loops. Arguments are device arrays
 (``numba.cuda`` arrays or anything with ``__cuda_array_interface__``).
+
+The step has a lean launch path, :meth:`CUDADriver.prepare_step`: the kernel is compiled once for
+the explicit signature of the env's arguments, and the launch's argument list (pointers, shapes,
+strides, scalars) and configuration are built once; each step is then one driver launch on the
+given stream, with no typing, dispatch or argument marshalling.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from numba import cuda
+from numba import config, cuda
 
 from gpu_envs.kernels import cuda_targets
 from gpu_envs.kernels.cpu import source_digest
@@ -91,13 +96,43 @@ class CUDADriver:
         """The most agents an env may have for its block to fit in shared memory."""
         return SHARED_MEMORY_BYTES // max(self.shared_bytes(1), 1)
 
-    def step(self, num_envs: int, args: tuple, num_agents: int = 1, stream=0) -> None:
-        """Advance every env by one step on ``stream``."""
-        self.step_kernel[self._launch_config(num_envs, num_agents, stream)](num_envs, args)
-
     def reset(self, num_envs: int, mask, args: tuple, num_agents: int = 1, stream=0) -> None:
         """Reset the envs where ``mask`` is True."""
         self.reset_kernel[self._launch_config(num_envs, num_agents, stream)](num_envs, mask, args)
+
+    def prepare_step(self, num_envs: int, args: tuple, num_agents: int = 1) -> Callable:
+        """The step as ``launch(stream)``, prepared once for these arguments: valid while the
+        arrays of ``args`` live and keep their addresses (the engine prepares it again after
+        :meth:`~gpu_envs.engine.KernelEnv.update_constants`).
+
+        On a GPU the kernel is compiled for the explicit signature ``(int64, Tuple(typeof(arg)
+        ...))`` and its flattened arguments are marshalled once; a call is one ``cuda.core``
+        launch. The simulator has no driver to launch on: there the call is the ordinary launch.
+        """
+        grid, block, _, *shared = self._launch_config(num_envs, num_agents, 0)
+        if config.ENABLE_CUDASIM:
+            kernel = self.step_kernel
+            return lambda stream: kernel[(grid, block, stream, *shared)](num_envs, args)
+        return _prepared_launch(
+            self.step_kernel, (num_envs, args), grid, block, shared[0] if shared else 0
+        )
+
+
+def _prepared_launch(dispatcher, args: tuple, grid: int, block: int, shared: int) -> Callable:
+    """``launch(stream)`` of ``dispatcher`` compiled for the types of ``args``, whose driver
+    arguments are marshalled here, once (numba-cuda's ``_Kernel.launch`` does it per call)."""
+    from cuda.core import LaunchConfig, launch
+    from numba.cuda._compat import CUDA_CORE_GE_1_0
+
+    # the explicit signature (int64, Tuple(...)), typed here once instead of at every launch
+    kernel = dispatcher.compile(tuple(dispatcher.typeof_pyval(value) for value in args))
+    flat: list = []
+    for argument_type, value in zip(kernel.argument_types, args):  # device arrays: no write-back
+        kernel._prepare_args(argument_type, value, 0, [], flat)
+    cooperative = "is_cooperative" if CUDA_CORE_GE_1_0 else "cooperative_launch"
+    launch_config = LaunchConfig(grid=grid, block=block, shmem_size=shared, **{cooperative: False})
+    function = kernel._codelibrary.get_cufunc().kernel
+    return lambda stream: launch(stream, launch_config, function, *flat)
 
 
 @functools.cache

@@ -48,7 +48,13 @@ def test_bench_cartpole_quick_writes_well_formed_records(capsys):
     keys = {(r["impl"], r["num_envs"]) for r in throughput}
     expected = {
         (impl, n)
-        for impl in ("gpu_envs_cpu", "gpu_envs_cpu_novalidate", "gym_vector", "gym_sync")
+        for impl in (
+            "gpu_envs_cpu",
+            "gpu_envs_cpu_novalidate",
+            "gpu_envs_cpu_reuse",
+            "gym_vector",
+            "gym_sync",
+        )
         for n in (1, 16)
     }
     assert keys == expected

@@ -37,6 +37,7 @@ def test_bench_pendulum_quick_measures_ours_the_bare_kernel_and_gymnasium(capsys
     impls = [
         "gpu_envs_cpu",
         "gpu_envs_cpu_novalidate",
+        "gpu_envs_cpu_reuse",
         *(f"bare_cpu_{t}t" for t in threads),
         "gym_sync",
     ]

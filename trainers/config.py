@@ -178,6 +178,9 @@ class TrainerConfig:
     """``torch.set_num_threads`` before training; 0 leaves torch's default."""
     compile: bool = False
     """``torch.compile`` each policy's gradient step (one process) or loss (DDP) at warm-up."""
+    cuda_graphs: bool = True
+    """On CUDA, capture a rollout as one CUDA graph at warm-up and replay it
+    (``trainers/cuda_graph_rollout.py``); ignored on the CPU and with opponents."""
     capture_video: bool = False
     """Write a greedy episode's video at each evaluation."""
     progress_bar: bool = True

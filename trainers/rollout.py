@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from gpu_envs.trainers import cuda_graph_rollout
 from gpu_envs.trainers.config import PolicyConfig
 from gpu_envs.trainers.policy import action_dtype, log_prob
 from gpu_envs.trainers.timing import PhaseTimer
@@ -102,6 +103,7 @@ class Collector:
         sampler,
         timer: PhaseTimer,
         opponents=None,
+        cuda_graphs: bool = True,
     ):
         self.game, self.groups, self.num_steps = game, groups, num_steps
         self.sampler, self.timer = sampler, timer
@@ -127,6 +129,8 @@ class Collector:
             (num_steps, envs, agents), dtype=torch.float64, device=device
         )
         self.length_snapshots = torch.zeros((num_steps, envs), dtype=torch.float64, device=device)
+        # trainer.cuda_graphs: on CUDA, each rollout replays one captured graph (None: eager)
+        self.graph = cuda_graph_rollout.make(self, cuda_graphs)
 
     def warm_up(self) -> None:
         """Compile the env's kernels and the sampler's with one step of zero actions."""
@@ -134,6 +138,8 @@ class Collector:
         self.game.step(torch.zeros_like(self.actions))
         logits = torch.zeros((2, sum(self.game.action_nvec)), device=self.actions.device)
         self.sampler(logits, self.game.action_nvec)
+        if self.graph is not None:
+            self.graph.capture()
 
     def reset(self, seed: int | None) -> None:
         """Reset every env (``seed``: env i gets seed + i) and the running episode sums."""
@@ -142,9 +148,16 @@ class Collector:
         self.episode_returns.zero_()
         self.episode_lengths.zero_()
 
-    @torch.no_grad()
     def collect(self) -> dict[str, RolloutBuffer]:
-        """One rollout of ``num_steps`` steps; returns the filled buffers (reused next call)."""
+        """One rollout of ``num_steps`` steps; returns the filled buffers (reused next call).
+        With a captured CUDA graph (``trainer.cuda_graphs``) it is one replay of it."""
+        if self.graph is not None and self.graph.graph is not None:
+            return self.graph.replay()
+        return self.collect_eagerly()
+
+    @torch.no_grad()
+    def collect_eagerly(self) -> dict[str, RolloutBuffer]:
+        """:meth:`collect`, step by step."""
         nvec = self.game.action_nvec
         timer = self.timer
         if self.opponents is not None:

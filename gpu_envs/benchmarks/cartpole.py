@@ -6,7 +6,9 @@ warm-up, calibrated repeats, median). At each size the implementations take thei
 rounds (one repeat of each per round), and a ratio row is the median of the per-round ratios, so a
 drift of a shared machine's speed cancels out. Actions are random and pre-generated (a pool of
 batches cycled through): torch int64 on the env's device for ours, NumPy for gymnasium, so action
-sampling is not timed. Ours returns fresh torch tensors every step, as a user gets them.
+sampling is not timed. Ours returns fresh torch tensors every step, as a user gets them by
+default; the "copy_outputs=False" row returns the env's own output buffers (valid until the next
+step), as a rollout loop that copies what it keeps can ask for.
 gymnasium's SyncVectorEnv is a Python loop over envs and is skipped above ``--sync-max-envs``.
 
 The "bare kernel" rows (``--bare-kernel``) time our CPU driver alone (``env._driver.step`` on
@@ -29,6 +31,7 @@ import argparse
 import contextlib
 import datetime
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -111,14 +114,16 @@ def gpu_envs_runner(
     validate_actions: bool = True,
     pool_size: int = ACTION_POOL,
     game: Game = CARTPOLE,
+    copy_outputs: bool = True,
 ) -> Callable[[int, int], Runner]:
     """A builder of :class:`Runner` for our vector env of ``game`` (actions: torch tensors on the
-    device)."""
+    device; ``copy_outputs``: the env's setting)."""
 
     def build(num_envs: int, seed: int) -> Runner:
         import torch
 
         env = _make_env(game, num_envs, device, dtype, validate_actions)
+        env.copy_outputs = copy_outputs
         env.reset(seed=seed)
         pool = torch.as_tensor(
             game.random_actions(np.random.default_rng(seed), pool_size, num_envs), device=env.device
@@ -134,6 +139,7 @@ def gpu_envs_runner(
                 "dtype": str(env.dtype).replace("torch.", ""),
                 "device": str(env.device),
                 "validate_actions": validate_actions,
+                "copy_outputs": copy_outputs,
             },
         )
 
@@ -219,7 +225,8 @@ def implementations(
     notes: list[str] | None = None,
     bare_kernel: bool = False,
 ) -> list[Impl]:
-    """The rows to measure: ours on each device (default and validate_actions=False), with
+    """The rows to measure: ours on each device (default, validate_actions=False, and that with
+    copy_outputs=False), with
     ``bare_kernel`` the bare CPU kernel (1 and NUMBA_NUM_THREADS threads), then gymnasium's own
     vector env (when the game has one, else a note) and its SyncVectorEnv."""
     import gymnasium as gym
@@ -239,6 +246,13 @@ def implementations(
                 f"gpu_envs_{device}_novalidate",
                 f"gpu_envs {device}, validate_actions=False",
                 gpu_envs_runner(device, dtype, False, game=game),
+            )
+        )
+        rows.append(
+            Impl(
+                f"gpu_envs_{device}_reuse",
+                f"gpu_envs {device}, validate_actions=False, copy_outputs=False",
+                gpu_envs_runner(device, dtype, False, game=game, copy_outputs=False),
             )
         )
     if bare_kernel and "cpu" in devices:
@@ -450,13 +464,16 @@ def measure_first_step(
     env_class: str = CARTPOLE.env_class,
     env_kwargs: dict | None = None,
     sizes: Sequence[int] = FIRST_STEP_NUM_ENVS,
+    cache_dir: str | None = None,
 ) -> list[dict]:
     """First step of a fresh process, ``runs`` times in a row (the first may fill the compile
     cache).
 
     The process builds ``gpu_envs.<env_class>(num_envs, device=device, **env_kwargs)`` at each size,
-    resets it and times one step with a sampled action batch.
+    resets it and times one step with a sampled action batch. ``cache_dir``: numba's cache
+    folder for the processes (an empty one makes the first run's cache cold).
     """
+    environment = None if cache_dir is None else {**os.environ, "NUMBA_CACHE_DIR": cache_dir}
     records = []
     for run in range(1, runs + 1):
         done = subprocess.run(
@@ -472,6 +489,7 @@ def measure_first_step(
             capture_output=True,
             text=True,
             timeout=600,
+            env=environment,
         )
         if done.returncode != 0:
             raise RuntimeError(

@@ -12,8 +12,19 @@ Throughput: env-steps/s of the CUDA env over a range of batch sizes, synchronise
 ``torch.cuda.synchronize`` (protocol of :mod:`gpu_envs.benchmarks.timing`).
 
 This command picks the games and their settings (:func:`plan`) and reports; ``--quick`` runs small
-parity checks only. Exit status: 0 all parity checks pass, 1 a parity check failed, 2 no usable
-CUDA GPU.
+parity checks only.
+
+``--full`` is the prepared GPU script (at most ~8 minutes on one H200; :func:`full_plan`): parity of
+every game, then for CartPole and Pendulum at 4096 / 65,536 / 2^20 envs and Tag's seed config at
+1000 / 10,000 games the env-steps/s of the lean step (``validate_actions=False``,
+``copy_outputs=False``) with plain launches and with CUDA-graph replay (interleaved rounds), and
+the host microseconds per step of each; the bundled PPO's end-to-end env-steps/s for CartPole and
+the seed Tag config with ``trainer.cuda_graphs`` on and off; the first step of a fresh process with
+a cold and a warm kernel cache. ``--full --small`` runs the same script at sizes the CPU
+(``--device cpu``) and the CUDA simulator finish in seconds: the CI's proof that it runs end to
+end (graph rows are only measured on a real GPU).
+
+Exit status: 0 all parity checks pass, 1 a parity check failed, 2 no usable CUDA GPU.
 """
 
 from __future__ import annotations
@@ -21,6 +32,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import tempfile
+import time
 from collections.abc import Callable, Sequence
 from functools import partial
 
@@ -221,23 +234,30 @@ def tag_scale_throughput(device: str, num_envs: int, timing_options: dict) -> li
 
 
 # --------------------------------------------------------------------------------------- trainer
-def trainer_throughput(device: str, iterations: int, overrides: Sequence[str] = ()) -> list[Row]:
-    """End-to-end env-steps/s of ``gpu-envs train tag`` (the seed run config) with Fabric on
-    ``device``'s kind: ``iterations`` of rollout, advantages and update, evaluations excluded.
+def trainer_throughput(
+    device: str,
+    iterations: int,
+    overrides: Sequence[str] = (),
+    game: str = "tag",
+    cuda_graphs: bool | None = None,
+) -> list[Row]:
+    """End-to-end env-steps/s of ``gpu-envs train <game>`` (the bundled preset; Tag's is the seed
+    run config) with Fabric on ``device``'s kind: ``iterations`` of rollout, advantages and
+    update, evaluations excluded.
 
-    ``overrides`` (dotted ``key=value``) change the config, e.g. to shrink it for a test. The run's
-    console output goes to stderr; its experiment folder to a temporary folder.
+    ``overrides`` (dotted ``key=value``) change the config, e.g. to shrink it for a test;
+    ``cuda_graphs`` (None: the config's) turns the graph rollouts on or off. The run's console
+    output goes to stderr; its experiment folder to a temporary folder.
     """
     import contextlib
-    import tempfile
 
     from gpu_envs.trainers.config import RunConfig, apply_overrides
-    from gpu_envs.trainers.fabric_loop import train
+    from gpu_envs.trainers.fabric_loop import Trainer, make_fabric
     from gpu_envs.trainers.presets import preset
 
     accelerator = "cpu" if device == "cpu" else "cuda"
     with tempfile.TemporaryDirectory() as folder:
-        data = apply_overrides(preset("tag"), list(overrides))
+        data = apply_overrides(preset(game), list(overrides))
         batch = data["trainer"]["train_batch_size"]
         data = apply_overrides(
             data,
@@ -249,13 +269,211 @@ def trainer_throughput(device: str, iterations: int, overrides: Sequence[str] = 
                 f"saving.basedir={folder}",
             ],
         )
+        config = RunConfig.from_dict(data)
         with contextlib.redirect_stdout(sys.stderr):
-            result = train(RunConfig.from_dict(data))
+            trainer = Trainer(make_fabric(config), config)
+            if cuda_graphs is False:
+                trainer.collector.graph = None  # before fit(): no capture, eager rollouts
+            result = trainer.fit()
+    graphs = trainer.collector.graph is not None and trainer.collector.graph.graph is not None
     rate = result["env_steps"] / result["train_seconds"]
-    setting = f"seed run config, {result['iterations']} iterations, Fabric on {accelerator}"
+    setting = (
+        f"{'seed run config' if game == 'tag' else game + ' preset'}, {result['iterations']} "
+        f"iterations, Fabric on {accelerator}, cuda_graphs={graphs}"
+    )
     text = f"{report.format_rate(rate)} env-steps/s ({result['env_steps']} env steps)"
-    record = {"kind": "throughput", "game": "tag", "env_steps_per_s": rate, **result}
+    record = {
+        "kind": "throughput",
+        "game": game,
+        "cuda_graphs": graphs,
+        "env_steps_per_s": rate,
+        **result,
+    }
     return [Row("trainer throughput", setting, text, "", record)]
+
+
+# --------------------------------------------------------------------------------------- --full
+#: game -> env counts of the --full throughput rows, and of --full --small.
+FULL_SIZES = {
+    "cartpole": (4096, 65536, 2**20),
+    "pendulum": (4096, 65536, 2**20),
+    "tag": (1000, 10000),
+}
+SMALL_SIZES = {"cartpole": (8,), "pendulum": (8,), "tag": (2,)}
+#: Tag's small config (--quick, --small): 8 agents, a few steps per episode.
+SMALL_TAG = dict(
+    num_taggers=2,
+    num_runners=6,
+    episode_length=8,
+    grid_length=3.0,
+    tagging_distance=0.15,
+    use_full_observation=False,
+    num_other_agents_observed=3,
+)
+#: Steps timed without a synchronisation to measure the host's time per step.
+HOST_STEPS = 200
+
+
+def lean_env(game: str, num_envs: int, device: str, small: bool):
+    """``game``'s env on the lean path (``validate_actions=False``, ``copy_outputs=False``), reset,
+    and a zero action batch on its device (zeros are valid actions of every game)."""
+    import torch
+
+    from gpu_envs.cartpole import CartPoleVectorEnv
+    from gpu_envs.pendulum import PendulumVectorEnv
+    from gpu_envs.tag import TagEnv
+    from gpu_envs.tag_params import seed_config
+
+    if game == "tag":
+        env = TagEnv(
+            num_envs, device, validate_actions=False, **(SMALL_TAG if small else seed_config())
+        )
+    else:
+        env_class = CartPoleVectorEnv if game == "cartpole" else PendulumVectorEnv
+        env = env_class(num_envs, device, validate_actions=False)
+    env.copy_outputs = False
+    env.reset(seed=0)
+    shape, dtype = env.action_layout()
+    return env, torch.zeros(shape, dtype=dtype, device=env.device)
+
+
+def host_us_per_step(call: Callable[[], object], sync: Callable[[], object] | None) -> float:
+    """Microseconds of host time per ``call()``, over :data:`HOST_STEPS` calls not waited for."""
+    if sync is not None:
+        sync()
+    start = time.perf_counter()
+    for _ in range(HOST_STEPS):
+        call()
+    host = time.perf_counter() - start
+    if sync is not None:
+        sync()
+    return 1e6 * host / HOST_STEPS
+
+
+def lean_throughput(game: str, num_envs: int, device: str, small: bool, options: dict) -> list[Row]:
+    """env-steps/s and host us per step of ``game``'s lean step, plain launches and (on a GPU)
+    CUDA-graph replay of ``env.step``, timed in interleaved rounds on one env."""
+    import torch
+
+    from gpu_envs import cuda_graphs
+    from gpu_envs.benchmarks import timing
+
+    env, actions = lean_env(game, num_envs, device, small)
+    sync = torch.cuda.synchronize if env.device.type == "cuda" else None
+    runners = {"plain launches": timing.Runner(lambda: env.step(actions), num_envs, sync)}
+    why_not = cuda_graphs.capturable(env)
+    if why_not is None:
+        graph = cuda_graphs.CapturedStep(lambda: env.step(actions), env.device)
+        runners["graph replay"] = timing.Runner(graph.replay, num_envs, sync)
+    results = timing.measure_rounds(runners, **options)
+    rows = []
+    for name, result in results.items():
+        host_us = host_us_per_step(runners[name].call, sync)
+        rows.append(
+            Row(
+                f"{game} lean step",
+                f"{num_envs} envs, {name}",
+                f"{report.format_rate(result.env_steps_per_s)} env-steps/s; host {host_us:.1f} "
+                "us per step",
+                "",
+                {
+                    "kind": "throughput",
+                    "game": game,
+                    "num_envs": num_envs,
+                    "launch": name,
+                    "host_us_per_step": host_us,
+                    **result.to_dict(),
+                },
+            )
+        )
+    if why_not is not None:
+        rows.append(
+            Row(f"{game} lean step", f"{num_envs} envs, graph replay", f"not run: {why_not}")
+        )
+    env.close()
+    return rows
+
+
+def first_step_rows(
+    game: str, device: str, num_envs: int, env_kwargs: dict, cold: bool = True
+) -> list[Row]:
+    """The first step of a fresh process on ``device``, with an empty kernel cache (cold), then
+    with the cache the first process filled (warm). ``cold=False`` (CI) keeps numba's own cache
+    folder: the first run finds what earlier runs left there."""
+    from gpu_envs.benchmarks.cartpole import measure_first_step
+
+    env_class = {"cartpole": "CartPoleVectorEnv", "tag": "TagEnv"}[game]
+    with tempfile.TemporaryDirectory() as cache:
+        records = measure_first_step(
+            device, 2, env_class, env_kwargs, sizes=(num_envs,), cache_dir=cache if cold else None
+        )
+    return [
+        Row(
+            "first step",
+            f"{game}, {num_envs} envs, fresh process, {cache} kernel cache",
+            f"{r['first_step_s']:.3f} s (make and reset {r['make_and_reset_s']:.2f} s, import "
+            f"{r['import_s']:.2f} s)",
+            "",
+            {**r, "game": game, "cache": cache},
+        )
+        for r, cache in zip(records, ("cold" if cold else "existing", "warm"))
+    ]
+
+
+def _trainer_overrides(game: str, small: bool) -> list[str]:
+    """Overrides of the --full trainer rows: no evaluation; with ``small`` a tiny run."""
+    overrides = ["evaluation.eval_freq=0"]
+    if small:
+        overrides += ["trainer.num_envs=2", "trainer.train_batch_size=8", "trainer.compile=false"]
+        if game == "tag":
+            overrides += [f"env.{key}={value}" for key, value in SMALL_TAG.items()]
+    return overrides
+
+
+def full_plan(args) -> list[Callable[[], list[Row]]]:
+    """``--full``: every game's parity (the --quick sizes with ``--small``), the lean step's
+    throughput with plain launches and graph replay, the trainer with graphs on and off, and the
+    first step of a fresh process."""
+    small = args.small
+    if small:
+        _quick(args)
+        args.trainer_iterations = 1
+    options = (
+        dict(repeats=1, target_seconds=0.01, warmup_seconds=0.0, calls_per_repeat=2)
+        if small
+        else dict(
+            repeats=args.repeats,
+            target_seconds=args.target_seconds,
+            warmup_seconds=args.warmup_seconds,
+        )
+    )
+    args.skip_throughput = True
+    steps = plan(args)  # the parity checks
+    sizes = SMALL_SIZES if small else FULL_SIZES
+    for game, counts in sizes.items():
+        for num_envs in counts:
+            steps.append(partial(lean_throughput, game, num_envs, args.device, small, options))
+    import torch
+
+    for game in ("cartpole", "tag"):
+        # (the trainer ignores cuda_graphs on the CPU, where the simulator's trainer runs too)
+        for graphs in (False, True) if torch.cuda.is_available() else (False,):
+            steps.append(
+                partial(
+                    trainer_throughput,
+                    args.device,
+                    args.trainer_iterations,
+                    _trainer_overrides(game, small),
+                    game,
+                    graphs,
+                )
+            )
+    from gpu_envs.tag_params import seed_config
+
+    first_steps = {"cartpole": {}, "tag": SMALL_TAG if small else seed_config()}
+    for game, kwargs in first_steps.items():
+        steps.append(partial(first_step_rows, game, args.device, sizes[game][0], kwargs, not small))
+    return steps
 
 
 # --------------------------------------------------------------------------------------- command
@@ -319,6 +537,18 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--warmup-seconds", type=float, default=0.3, help="minimum warm-up (0.3)")
     parser.add_argument("--skip-throughput", action="store_true", help="parity checks only")
     parser.add_argument(
+        "--full",
+        action="store_true",
+        help="the prepared GPU script: parity of every game, the lean step with plain launches "
+        "and graph replay at large sizes, the trainer with graphs on and off, the first step "
+        "(about 8 minutes on one H200)",
+    )
+    parser.add_argument(
+        "--small",
+        action="store_true",
+        help="with --full: CI sizes (seconds on the CPU, --device cpu, or the CUDA simulator)",
+    )
+    parser.add_argument(
         "--quick",
         action="store_true",
         help="small parity runs of every game, no throughput: seconds on a GPU, minutes "
@@ -332,15 +562,7 @@ def _quick(args) -> None:
     """``--quick``: sizes the CUDA simulator runs in minutes, and no throughput."""
     args.parity_envs, args.parity_steps, args.max_episode_steps = 16, 60, 12
     args.tag_parity_envs, args.tag_parity_steps, args.skip_throughput = 2, 12, True
-    args.tag_params = dict(
-        num_taggers=2,
-        num_runners=6,
-        episode_length=8,
-        grid_length=3.0,
-        tagging_distance=0.15,
-        use_full_observation=False,
-        num_other_agents_observed=3,
-    )
+    args.tag_params = SMALL_TAG
 
 
 def plan(args) -> list[Callable[[], list[Row]]]:
@@ -415,7 +637,8 @@ def run(args) -> int:
     from gpu_envs.devices import cuda_available, simulated_cuda
 
     simulated = simulated_cuda()
-    if not (cuda_available() or simulated):
+    on_cpu = args.device == "cpu"
+    if not (on_cpu or cuda_available() or simulated):
         print(
             "gpu-envs device-check: no usable CUDA GPU here (it needs torch.cuda.is_available() "
             "and numba-cuda to find a driver); run it on a machine with an NVIDIA GPU. The CPU "
@@ -426,14 +649,15 @@ def run(args) -> int:
     import torch
 
     out = sys.stderr if args.json == "-" else sys.stdout
-    name = (
-        "numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)"
-        if simulated
-        else torch.cuda.get_device_name(args.device)
-    )
+    if on_cpu:
+        name = "the CPU (reference: the CPU)"
+    elif simulated:
+        name = "numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)"
+    else:
+        name = torch.cuda.get_device_name(args.device)
     print(f"device-check on {name}", file=out, flush=True)
     rows: list[Row] = []
-    for check in plan(args):
+    for check in full_plan(args) if args.full else plan(args):
         for row in check():
             rows.append(row)
             print(
