@@ -1,69 +1,56 @@
-"""gpu-envs: batched RL environments whose step runs as Numba kernels on the CPU or a CUDA GPU."""
+"""gpu-envs: batched RL environments whose step runs as Numba kernels on the CPU or a CUDA GPU.
+
+Importing the package registers the gymnasium ids of every game of :mod:`gpu_envs.games` and
+imports nothing else: the env classes below (and ``tag_v0``) are imported on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from gymnasium.envs.registration import register, registry
 
-from gpu_envs import tag_v0
-from gpu_envs.cartpole import CartPoleEnv, CartPoleVectorEnv
-from gpu_envs.pendulum import PendulumEnv, PendulumVectorEnv
-from gpu_envs.tag import TagEnv, TagVectorEnv
-from gpu_envs.wrappers import RecordEpisodeStatistics
+from gpu_envs.games import GAMES
 
-__all__ = [
-    "CartPoleEnv",
-    "CartPoleVectorEnv",
-    "PendulumEnv",
-    "PendulumVectorEnv",
-    "RecordEpisodeStatistics",
-    "TagEnv",
-    "TagVectorEnv",
-    "tag_v0",
-]
+#: The public names and the modules that define them (imported when first read).
+_LAZY = {
+    "AcrobotEnv": "gpu_envs.acrobot",
+    "AcrobotVectorEnv": "gpu_envs.acrobot",
+    "CartPoleEnv": "gpu_envs.cartpole",
+    "CartPoleVectorEnv": "gpu_envs.cartpole",
+    "MountainCarContinuousEnv": "gpu_envs.mountain_car",
+    "MountainCarContinuousVectorEnv": "gpu_envs.mountain_car",
+    "MountainCarEnv": "gpu_envs.mountain_car",
+    "MountainCarVectorEnv": "gpu_envs.mountain_car",
+    "PendulumEnv": "gpu_envs.pendulum",
+    "PendulumVectorEnv": "gpu_envs.pendulum",
+    "RecordEpisodeStatistics": "gpu_envs.wrappers",
+    "TagEnv": "gpu_envs.tag",
+    "TagVectorEnv": "gpu_envs.tag",
+}
+__all__ = [*_LAZY, "tag_v0"]
 __version__ = "0.1.0"
 
-if "gpu_envs/CartPole-v1" not in registry:
-    register(
-        id="gpu_envs/CartPole-v1",
-        entry_point="gpu_envs.cartpole:CartPoleEnv",
-        vector_entry_point="gpu_envs.cartpole:CartPoleVectorEnv",
-        max_episode_steps=500,
-        reward_threshold=475.0,
-    )
 
-if "gpu_envs/Pendulum-v1" not in registry:
-    register(
-        id="gpu_envs/Pendulum-v1",
-        entry_point="gpu_envs.pendulum:PendulumEnv",
-        vector_entry_point="gpu_envs.pendulum:PendulumVectorEnv",
-        max_episode_steps=200,
-    )
+def __getattr__(name: str) -> Any:
+    if name == "tag_v0":
+        return importlib.import_module("gpu_envs.tag_v0")
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'gpu_envs' has no attribute {name!r}")
 
-for _id, _module, _single, _vector, _steps, _threshold in (
-    ("Acrobot-v1", "acrobot", "AcrobotEnv", "AcrobotVectorEnv", 500, -100.0),
-    ("MountainCar-v0", "mountain_car", "MountainCarEnv", "MountainCarVectorEnv", 200, -110.0),
-    (
-        "MountainCarContinuous-v0",
-        "mountain_car",
-        "MountainCarContinuousEnv",
-        "MountainCarContinuousVectorEnv",
-        999,
-        90.0,
-    ),
-):
-    if f"gpu_envs/{_id}" not in registry:
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+for _game in GAMES.values():
+    if _game.env_id not in registry:
         register(
-            id=f"gpu_envs/{_id}",
-            entry_point=f"gpu_envs.{_module}:{_single}",
-            vector_entry_point=f"gpu_envs.{_module}:{_vector}",
-            max_episode_steps=_steps,
-            reward_threshold=_threshold,
+            id=_game.env_id,
+            entry_point=_game.single_env,
+            vector_entry_point=_game.vector_env,
+            max_episode_steps=_game.max_episode_steps,
+            reward_threshold=_game.reward_threshold,
         )
-
-# Tag: rows are (game, agent) pairs; gym.make_vec only (one row is not a game, so gym.make raises an
-# error naming gym.make_vec("gpu_envs/Tag-v0", num_envs=GAMES, ...) and
-# gpu_envs.tag_v0.parallel_env).
-if "gpu_envs/Tag-v0" not in registry:
-    register(
-        id="gpu_envs/Tag-v0",
-        entry_point="gpu_envs.tag_gym:single_env_unavailable",
-        vector_entry_point="gpu_envs.tag_gym:TagGymVectorEnv",
-    )

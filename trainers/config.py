@@ -2,7 +2,7 @@
 
 Shape (the original GPU framework's run config, plus PPO and evaluation fields with defaults)::
 
-    name: cartpole | pendulum | tag | tag_continuous  # the game
+    name: cartpole | pendulum | acrobot | mountaincar | ... | tag  # a game of gpu_envs.games
     defaults: gpu_envs | warpdrive              # whose defaults the keys left out take
     env: {...}                                  # keyword arguments of the game's env
     trainer: {num_envs, train_batch_size, num_episodes, total_timesteps, seed, accelerator, ...}
@@ -47,6 +47,7 @@ from omegaconf.errors import (
     ValidationError,
 )
 
+from gpu_envs import games as games_registry
 from gpu_envs.trainers import presets
 
 
@@ -256,18 +257,8 @@ class OpponentsConfig:
     (near-uniform actions: the random team). 0: the initial weights only."""
 
 
-GAMES = {
-    "cartpole": "cartpole",
-    "cartpole-v1": "cartpole",
-    "gpu_envs/cartpole-v1": "cartpole",
-    "tag": "tag",
-    "tag_continuous": "tag",
-    "tag-v0": "tag",
-    "gpu_envs/tag-v0": "tag",
-    "pendulum": "pendulum",
-    "pendulum-v1": "pendulum",
-    "gpu_envs/pendulum-v1": "pendulum",
-}
+#: Every name a run config may give -> the game it designates (``gpu_envs.games``).
+GAMES = {name: record.name for record in games_registry.GAMES.values() for name in record.names}
 
 
 #: The values of ``RunConfig.defaults``.
@@ -275,7 +266,7 @@ DEFAULTS = ("gpu_envs", "warpdrive")
 
 
 def game_of(name: str) -> str:
-    """The game ("cartpole", "pendulum" or "tag") a config ``name`` or env id designates."""
+    """The game (a name of ``gpu_envs.games.GAMES``) a config ``name`` or env id designates."""
     try:
         return GAMES[name.lower()]
     except KeyError:
@@ -287,7 +278,12 @@ class RunConfig:
     """A whole run: the game, its env kwargs, trainer, policies, saving and evaluation."""
 
     name: str = field(
-        metadata={"rule": Rule(lambda name: name.lower() in GAMES, f"one of {', '.join(GAMES)}")}
+        metadata={
+            "rule": Rule(
+                lambda name: name.lower() in GAMES,
+                f"a game of gpu_envs.games ({', '.join(games_registry.GAMES)}) or its env id",
+            )
+        }
     )
     """The game (or its env id); ``tag_continuous`` is the seed config's name for Tag."""
     defaults: str = ruled("gpu_envs", one_of(*DEFAULTS))

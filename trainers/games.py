@@ -3,8 +3,9 @@
 Every game is seen as ``num_envs`` envs of ``num_agents`` agents: observations [E, N, obs_dim],
 actions [E, N, H], rewards [E, N], per-env ``terminated`` and ``truncated`` [E], and ``active``
 [E, N] (agents still in the game). Actions are MultiDiscrete (``action_nvec`` of ints, int64
-actions) or Box (``action_nvec`` a ``ContinuousActions``, float32 actions). CartPole is the case
-N = 1, H = 1; Pendulum is N = 1 with one continuous action dim, clipped here to the env's bounds.
+actions) or Box (``action_nvec`` a ``ContinuousActions``, float32 actions). The single-agent games
+(``gpu_envs.games``: CartPole, Acrobot, MountainCar: N = 1, H = 1; Pendulum, MountainCarContinuous:
+N = 1 with one continuous action dim, clipped here to the env's bounds) are the case N = 1.
 
 A game wraps an env built with NEXT_STEP autoreset (the rollout's bootstrap relies on it) and
 turns the env's action validation off: the trainer samples valid actions on the device.
@@ -14,12 +15,12 @@ caller (Lightning's flow).
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import torch
 from gymnasium.vector import AutoresetMode
 
+from gpu_envs import games
 from gpu_envs.trainers.config import ConfigError, game_of
 from gpu_envs.trainers.policy import ContinuousActions
 
@@ -45,64 +46,74 @@ class _Game:
 
 
 class _OneAgentGame(_Game):
-    """A gymnasium vector env seen as one agent per env."""
+    """A gymnasium vector env seen as one agent per env.
 
-    title = ""
-    default_episode_length = 0
+    With ``scale_observations`` the policy sees the observations mapped from the observation
+    space's bounds to [-1, 1] (``gpu_envs.games.Game.scale_observations``).
+    """
 
-    def __init__(self, env):
+    def __init__(self, env, episode_length: int | None = None, scale_observations: bool = False):
         super().__init__(env)
         self.num_agents = 1
         self.obs_dim = env.single_observation_space.shape[0]
-        self.episode_length = env.max_episode_steps or self.default_episode_length
+        self.episode_length = env.max_episode_steps or episode_length or 0
         self.active = torch.ones((self.num_envs, 1), dtype=torch.bool, device=env.device)
+        self._obs_scale: tuple[torch.Tensor, torch.Tensor] | None = None
+        if scale_observations:
+            space = env.single_observation_space
+            low, high = (torch.as_tensor(b, device=env.device) for b in (space.low, space.high))
+            self._obs_scale = ((high + low) / 2, (high - low) / 2)
 
     def default_agent_map(self, tags: list[str]) -> dict[str, list[int]]:
         if len(tags) != 1:
             raise ConfigError(
-                f"policy: {self.title} has one agent per env, so exactly one policy; got {tags}"
+                f"policy: {type(self.env).__name__} has one agent per env, so exactly one policy; "
+                f"got {tags}"
             )
         return {tags[0]: [0]}
 
     def reset(self, seed: int | None) -> torch.Tensor:
         obs, _ = self.env.reset(seed=seed)
-        return obs.unsqueeze(1)
+        return self._policy_obs(obs)
 
     def step(self, actions: torch.Tensor):
         obs, rewards, terminated, truncated, _ = self.env.step(self._env_actions(actions))
-        return obs.unsqueeze(1), rewards.unsqueeze(1), terminated, truncated, self.active
+        return self._policy_obs(obs), rewards.unsqueeze(1), terminated, truncated, self.active
+
+    def _policy_obs(self, obs: torch.Tensor) -> torch.Tensor:
+        """The env's [E, obs_dim] observations as the policy's [E, 1, obs_dim]."""
+        if self._obs_scale is not None:
+            center, half_width = self._obs_scale
+            obs = (obs - center) / half_width
+        return obs.unsqueeze(1)
 
     def _env_actions(self, actions: torch.Tensor) -> torch.Tensor:
         """The env's actions from the trainer's [E, 1, H]."""
         raise NotImplementedError
 
 
-class CartPoleGame(_OneAgentGame):
-    """``gpu_envs.CartPoleVectorEnv`` seen as one agent per env."""
+class DiscreteGame(_OneAgentGame):
+    """A vector env with a ``Discrete(n)`` action space (CartPole, Acrobot, MountainCar) seen as
+    one agent per env with one categorical action."""
 
-    title = "CartPole"
-    default_episode_length = 500
-
-    def __init__(self, env):
-        super().__init__(env)
-        self.action_nvec = (2,)
+    def __init__(self, env, **kwargs: Any):
+        super().__init__(env, **kwargs)
+        self.action_nvec = (int(env.single_action_space.n),)
 
     def _env_actions(self, actions: torch.Tensor) -> torch.Tensor:
         return actions[:, 0, 0]
 
 
-class PendulumGame(_OneAgentGame):
-    """``gpu_envs.PendulumVectorEnv`` seen as one agent per env with a Gaussian-headed torque.
+class ContinuousGame(_OneAgentGame):
+    """A vector env with a ``Box`` action space (Pendulum, MountainCarContinuous) seen as one
+    agent per env with a Gaussian-headed action.
 
-    ``step`` clips the sampled torques to the action space's bounds (the log-probabilities stay
+    ``step`` clips the sampled actions to the action space's bounds (the log-probabilities stay
     those of the unclipped draws, as in CleanRL), so the env never sees an out-of-range action.
     """
 
-    title = "Pendulum"
-    default_episode_length = 200
-
-    def __init__(self, env):
-        super().__init__(env)
+    def __init__(self, env, **kwargs: Any):
+        super().__init__(env, **kwargs)
         space = env.single_action_space
         self.action_nvec = ContinuousActions(space.shape[0])
         self._low = torch.as_tensor(space.low, device=env.device)
@@ -145,12 +156,8 @@ class TagGame(_Game):
         return obs, rewards, terminated, truncated, info["active"]
 
 
-# game -> (its face, the module and class of its env)
-_GAMES = {
-    "cartpole": (CartPoleGame, "gpu_envs.cartpole", "CartPoleVectorEnv"),
-    "pendulum": (PendulumGame, "gpu_envs.pendulum", "PendulumVectorEnv"),
-    "tag": (TagGame, "gpu_envs.tag", "TagEnv"),
-}
+#: ``gpu_envs.games.Game.trainer_face`` -> the face's class.
+FACES = {"discrete": DiscreteGame, "continuous": ContinuousGame, "tag": TagGame}
 
 
 def make_game(
@@ -162,8 +169,8 @@ def make_game(
 ):
     """The game of config ``name``: its env built with ``num_envs`` envs on ``device`` and the
     config's ``env_kwargs`` (an unknown keyword is a ``ConfigError`` naming it)."""
-    face, module, env_class = _GAMES[game_of(name)]
-    env_type = getattr(importlib.import_module(module), env_class)
+    record = games.GAMES[game_of(name)]
+    env_type = games.load(record.trainer_env or record.vector_env)
     try:
         env = env_type(
             num_envs,
@@ -175,4 +182,11 @@ def make_game(
         )
     except TypeError as error:
         raise ConfigError(f"env: {error}") from None
-    return face(env)
+    if record.trainer_face == "tag":
+        return TagGame(env)
+    face = FACES[record.trainer_face]
+    return face(
+        env,
+        episode_length=record.max_episode_steps,
+        scale_observations=record.scale_observations,
+    )

@@ -1,6 +1,7 @@
-"""Bundled run configs: ``cartpole`` and ``pendulum`` (tuned for fast CPU learning), ``tag`` (the
-seed config) and ``tag-selfplay`` (both Tag teams learn, fast on a CPU); and the original GPU
-framework's defaults.
+"""Bundled run configs: ``cartpole``, ``pendulum``, ``acrobot``, ``mountaincar`` and
+``mountaincar-continuous`` (tuned for fast CPU learning, each game's default preset, see
+``gpu_envs.games``), ``tag`` (the seed config) and ``tag-selfplay`` (both Tag teams learn, fast on
+a CPU); and the original GPU framework's defaults.
 
 Each preset is plain data in the ``RunConfig`` shape; ``preset(name)`` returns a fresh deep copy.
 ``WARPDRIVE_DEFAULTS`` is what WarpDrive gives the keys a run config leaves out, in our schema;
@@ -14,6 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from gpu_envs.games import GAMES
 from gpu_envs.tag_params import seed_config
 
 # Tuned for wall-clock on a small CPU, where every torch call costs microseconds whatever its size:
@@ -54,14 +56,15 @@ CARTPOLE = dict(
         ),
     ),
     saving=dict(metrics_log_freq=10, model_params_save_freq=100, name="cartpole_ppo"),
-    evaluation=dict(eval_freq=2, num_episodes=100, stop_value=475.0),
+    evaluation=dict(eval_freq=2, num_episodes=100, stop_value=GAMES["cartpole"].solved_threshold),
 )
 
 
 # Pendulum-v1 with the Gaussian head, CARTPOLE's recipe with Pendulum's numbers: more envs and
 # longer rollouts, gamma 0.9 and GAE lambda 0.9, eight minibatches, 64x64 units, lr 1e-3 annealed
 # over 1.2M env steps (lr 2e-3, GAE 0.95 and four minibatches peak near -270 to -290 on the fixed
-# evaluation episodes; these settings reach -250 at 86k-414k env steps on seeds 1-3). Stops at a greedy evaluation mean >= -250 over 100 seeded episodes, the same 100 at
+# evaluation episodes; these settings reach -250 at 86k-414k env steps on seeds 1-3). Stops at a
+# greedy evaluation mean >= -250 over 100 seeded episodes, the same 100 at
 # every evaluation (those of `gpu-envs evaluate pendulum CKPT`), evaluated every iteration
 # (evaluations are outside the training clock): docs/training-pendulum.md.
 def _merged(base: dict, changes: Mapping) -> dict:
@@ -94,7 +97,65 @@ PENDULUM = _merged(
             )
         ),
         saving=dict(name="pendulum_ppo"),
-        evaluation=dict(eval_freq=1, num_episodes=100, stop_value=-250.0),
+        evaluation=dict(
+            eval_freq=1, num_episodes=100, stop_value=GAMES["pendulum"].solved_threshold
+        ),
+    ),
+)
+
+# Acrobot-v1: rl-baselines3-zoo's PPO discounting (gamma 0.99, GAE lambda 0.94) on CARTPOLE's
+# small-CPU recipe: 64 envs x 16 steps, 10 epochs of 4 minibatches (many gradient steps per sample),
+# 64x64 units, an entropy bonus of 0.01 (the rare early successes need exploration). Stops at the
+# reward threshold (-100, greedy, 100 seeded episodes every 5 iterations): docs/acrobot.md.
+ACROBOT = _merged(
+    CARTPOLE,
+    dict(
+        name="acrobot",
+        env=dict(max_episode_steps=500),
+        trainer=dict(num_envs=64, train_batch_size=64 * 16, total_timesteps=1_000_000),
+        policy=dict(
+            agent=dict(
+                gamma=0.99,
+                lr=0.001,
+                gae_lambda=0.94,
+                entropy_coeff=0.01,
+                update_epochs=10,
+                num_minibatches=4,
+                model=dict(fc_dims=[64, 64]),
+            )
+        ),
+        saving=dict(name="acrobot_ppo"),
+        evaluation=dict(eval_freq=5, stop_value=GAMES["acrobot"].solved_threshold),
+    ),
+)
+
+# MountainCar-v0 (sparse reward: -1 per step until the flag): rl-baselines3-zoo's PPO settings,
+# many short rollouts (64 envs x 16 steps), gamma 0.99, GAE lambda 0.98, 4 epochs, no entropy
+# bonus, lr 3e-4; the observations are rescaled to [-1, 1] by the game face (gpu_envs.games).
+# Stops at the reward threshold (-110): docs/mountain-car.md.
+MOUNTAINCAR = _merged(
+    ACROBOT,
+    dict(
+        name="mountaincar",
+        env=dict(max_episode_steps=200),
+        trainer=dict(num_envs=64, train_batch_size=64 * 16, total_timesteps=2_000_000),
+        policy=dict(agent=dict(lr=0.0003, gae_lambda=0.98)),
+        saving=dict(name="mountaincar_ppo"),
+        evaluation=dict(eval_freq=10, stop_value=GAMES["mountaincar"].solved_threshold),
+    ),
+)
+
+# MountainCarContinuous-v0: MOUNTAINCAR's rollouts with the Gaussian head (initial std 1 over the
+# force range [-1, 1]: wide exploration), gamma 0.9999 as rl-baselines3-zoo, a small entropy bonus.
+# Stops at the reward threshold (90): docs/mountain-car.md.
+MOUNTAINCAR_CONTINUOUS = _merged(
+    MOUNTAINCAR,
+    dict(
+        name="mountaincar-continuous",
+        env=dict(max_episode_steps=999),
+        policy=dict(agent=dict(gamma=0.9999, gae_lambda=0.9, entropy_coeff=0.005)),
+        saving=dict(name="mountaincar_continuous_ppo"),
+        evaluation=dict(stop_value=GAMES["mountaincar-continuous"].solved_threshold),
     ),
 )
 
@@ -160,6 +221,9 @@ TAG_SELFPLAY = _merged(
 PRESETS = {
     "cartpole": CARTPOLE,
     "pendulum": PENDULUM,
+    "acrobot": ACROBOT,
+    "mountaincar": MOUNTAINCAR,
+    "mountaincar-continuous": MOUNTAINCAR_CONTINUOUS,
     "tag": TAG,
     "tag-selfplay": TAG_SELFPLAY,
 }
@@ -233,7 +297,7 @@ def with_warpdrive_defaults(data: Mapping[str, Any]) -> dict:
 
 
 def preset(name: str) -> dict:
-    """A fresh copy of the preset ``name`` ("cartpole", "pendulum" or "tag")."""
+    """A fresh copy of the preset ``name`` (a key of :data:`PRESETS`)."""
     if name not in PRESETS:
         raise KeyError(f"unknown preset {name!r}; available: {', '.join(PRESETS)}")
     return copy.deepcopy(PRESETS[name])

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import importlib
 
+from gpu_envs.games import GAMES
+
+#: Benchmark name -> its module: each game's (``gpu_envs.games``: ``NAME`` and ``train-NAME``),
+#: then SB3's PPO.
 BENCHMARKS = {
-    "cartpole": "gpu_envs.benchmarks.cartpole",
-    "pendulum": "gpu_envs.benchmarks.pendulum",
-    "tag": "gpu_envs.benchmarks.tag",
+    **{game.name: game.benchmark for game in GAMES.values() if game.benchmark},
+    **{
+        f"train-{game.name}": game.train_benchmark
+        for game in GAMES.values()
+        if game.train_benchmark
+    },
     "sb3-ppo": "gpu_envs.benchmarks.sb3_ppo",
-    "train-cartpole": "gpu_envs.benchmarks.train_cartpole",
-    "train-pendulum": "gpu_envs.benchmarks.train_pendulum",
 }
 
 

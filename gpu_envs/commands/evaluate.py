@@ -1,8 +1,10 @@
-"""``gpu-envs evaluate cartpole|pendulum|tag CHECKPOINT``: score a trainer checkpoint.
+"""``gpu-envs evaluate GAME CHECKPOINT``: score a trainer checkpoint.
 
-``evaluate cartpole`` and ``evaluate pendulum`` play ``--episodes`` greedy episodes (episode ``i``
-from seed ``seed + i``) and print the mean return (± standard error) against a reference return:
-CartPole-v1's reward threshold of 475, the bundled Pendulum trainer's target of -250.
+``evaluate cartpole`` (and every single-agent game of ``gpu_envs.games``: pendulum, acrobot,
+mountaincar, mountaincar-continuous) plays ``--episodes`` greedy episodes (episode ``i`` from seed
+``seed + i``) and prints the mean return (± standard error) against the game's
+``solved_threshold``: gymnasium's reward threshold (CartPole-v1 475, Acrobot-v1 -100, ...) or the
+bundled trainer's target (Pendulum -250).
 
 ``evaluate tag`` plays ``--episodes`` episodes (one game each, the same start states in every
 matchup) of the
@@ -19,15 +21,11 @@ import argparse
 import json
 from pathlib import Path
 
-#: Single-agent games: the reference return each report compares with, and what it is.
-REFERENCE_RETURNS = {
-    "cartpole": (475.0, "CartPole-v1 reward threshold"),
-    "pendulum": (-250.0, "Pendulum training target"),
-}
+from gpu_envs.games import GAMES, single_agent_games
 
 
 def add_parser(subparsers) -> None:
-    """Add ``gpu-envs evaluate cartpole|pendulum|tag CHECKPOINT``."""
+    """Add ``gpu-envs evaluate GAME CHECKPOINT``, one subcommand per game."""
     parser = subparsers.add_parser(
         "evaluate", help="score a trained checkpoint (greedy returns, Tag matchups)"
     )
@@ -46,9 +44,9 @@ def add_parser(subparsers) -> None:
         "--json", type=Path, default=None, dest="json_path", help="also write the report here"
     )
     games = parser.add_subparsers(dest="game", required=True, metavar="GAME")
-    for name in REFERENCE_RETURNS:
+    for record in single_agent_games():
         single = games.add_parser(
-            name, parents=[common], help="greedy mean return over seeded episodes"
+            record.name, parents=[common], help="greedy mean return over seeded episodes"
         )
         single.set_defaults(func=run_single_agent)
     tag = games.add_parser(
@@ -61,7 +59,7 @@ def add_parser(subparsers) -> None:
 
 
 def run_single_agent(args: argparse.Namespace) -> int:
-    """Greedy returns of a CartPole or Pendulum checkpoint on seeded episodes."""
+    """Greedy returns of a single-agent game's checkpoint on seeded episodes."""
     from gpu_envs.trainers.evaluation import evaluate_checkpoint
 
     report = _evaluate(
@@ -118,14 +116,14 @@ def _emit(text: str, report, json_path: Path | None) -> int:
 
 def format_returns(report, game: str = "cartpole") -> str:
     """Each policy's greedy mean return, and whether it reaches the game's reference return."""
-    reference, what = REFERENCE_RETURNS[game]
+    reference, what = GAMES[game].solved_threshold, GAMES[game].solved_what
     lines = [
         f"{report.checkpoint}: {report.episodes} greedy episodes, seeds "
         f"{report.seed}..{report.seed + report.episodes - 1}"
     ]
     for tag in report.returns:
         mean = report.mean(tag)
-        reached = "reached" if mean >= reference else "not reached"
+        reached = "reached" if reference is not None and mean >= reference else "not reached"
         lines.append(
             f"{tag}: mean return {mean:.2f} ± {report.stderr(tag):.2f} ({what} {reference:g}: "
             f"{reached})"

@@ -1,9 +1,8 @@
-"""``gpu-envs render cartpole|pendulum|tag``: play one episode and write it as an animation
-(``.gif`` or ``.mp4``).
+"""``gpu-envs render GAME``: play one episode and write it as an animation (``.gif`` or ``.mp4``).
 
-``render cartpole|pendulum CHECKPOINT``: one greedy episode of a trainer checkpoint's policy (seeded
-with
-``--seed``) on its run's env.
+``render cartpole CHECKPOINT`` (and every single-agent game of ``gpu_envs.games``): one greedy
+episode of a trainer checkpoint's policy (seeded with ``--seed``) on its run's env, at the game's
+``render_fps``.
 
 ``render tag [CHECKPOINT]``: the env comes from ``--config FILE`` (YAML: the env parameters, or a
 run config whose ``env:``
@@ -19,6 +18,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from gpu_envs.games import GAMES, single_agent_games
+
 # Flag -> SPEC-tag.md parameter name and type; the rest of the parameters come from --config.
 _ENV_FLAGS = {
     "num_taggers": int,
@@ -29,10 +30,11 @@ _ENV_FLAGS = {
 
 
 def add_parser(subparsers) -> None:
-    """Add ``gpu-envs render cartpole|pendulum|tag``."""
+    """Add ``gpu-envs render GAME``, one subcommand per game."""
     parser = subparsers.add_parser("render", help="write an animation of an episode (.gif or .mp4)")
     games = parser.add_subparsers(dest="game", required=True, metavar="GAME")
-    for name, fps in (("cartpole", 50.0), ("pendulum", 30.0)):
+    for record in single_agent_games():
+        name, fps = record.name, record.render_fps
         single = games.add_parser(name, help=f"one greedy episode of a trained {name} policy")
         single.add_argument(
             "checkpoint", type=Path, help="trainer checkpoint (<experiment>/ckpt/*.pth.tar)"
@@ -88,7 +90,12 @@ def add_parser(subparsers) -> None:
         default=None,
         help="stop after this many steps (default: the whole episode)",
     )
-    tag.add_argument("--fps", type=float, default=25.0, help="frames per second of the animation")
+    tag.add_argument(
+        "--fps",
+        type=float,
+        default=GAMES["tag"].render_fps,
+        help="frames per second of the animation",
+    )
     tag.add_argument("--size", type=int, default=480, help="frame width in pixels")
     tag.add_argument("--checkpoint", type=Path, default=None, help="the same as CHECKPOINT")
     tag.set_defaults(func=run_tag)
@@ -134,7 +141,7 @@ def check_out(path: Path) -> None:
 
 
 def run_single_agent(args: argparse.Namespace) -> int:
-    """Write a video of one greedy CartPole or Pendulum episode of a checkpoint."""
+    """Write a video of one greedy episode of a single-agent game's checkpoint."""
     from gpu_envs.trainers.evaluation import load_trained_game, record_video
 
     check_out(args.out)

@@ -47,6 +47,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from gpu_envs.games import GAMES, load
+
 #: Float32 ulps within which two values count as tied (kNN distances, tag distance vs margin).
 DEFAULT_ULPS = 4
 #: CartPole-v1's termination thresholds (gymnasium): ``|x| > 2.4``, ``|theta| > 12`` degrees.
@@ -320,15 +322,25 @@ def tag_rules(params, ulps: float = DEFAULT_ULPS) -> dict[str, NearTieRule]:
     return rules
 
 
-def near_tie_rules(env, ulps: float = DEFAULT_ULPS) -> dict[str, NearTieRule]:
-    """The near-ties that may explain differences of ``env``'s game, by kind (empty: none known)."""
-    from gpu_envs.cartpole import CartPoleVectorEnv
-    from gpu_envs.tag import TagEnv
+def cartpole_env_rules(env, ulps: float = DEFAULT_ULPS) -> dict[str, NearTieRule]:
+    """:func:`cartpole_rules` for a CartPole env (``gpu_envs.games``' rules of CartPole)."""
+    return cartpole_rules()
 
-    if isinstance(env, CartPoleVectorEnv):
-        return cartpole_rules()
-    if isinstance(env, TagEnv):
-        return tag_rules(env.params, ulps)
+
+def tag_env_rules(env, ulps: float = DEFAULT_ULPS) -> dict[str, NearTieRule]:
+    """:func:`tag_rules` of a Tag env's parameters (``gpu_envs.games``' rules of Tag)."""
+    return tag_rules(env.params, ulps)
+
+
+def near_tie_rules(env, ulps: float = DEFAULT_ULPS) -> dict[str, NearTieRule]:
+    """The near-ties that may explain differences of ``env``'s game, by kind (empty: none known):
+    the ``parity_rules`` of its record in ``gpu_envs.games``."""
+    for record in GAMES.values():
+        if not record.parity_rules:
+            continue
+        classes = tuple(load(path) for path in (record.vector_env, record.trainer_env) if path)
+        if isinstance(env, classes):
+            return load(record.parity_rules)(env, ulps)
     return {}
 
 
