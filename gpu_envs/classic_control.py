@@ -94,11 +94,11 @@ class ClassicControlVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
             **episode_buffers(n, obs_shape, self.real_dtype),
         }
 
-    def constants(self) -> tuple[np.ndarray, ...]:
-        return self._consts, self._bounds
+    def constants(self) -> dict[str, np.ndarray]:
+        return {"consts": self._consts, "reset_bounds": self._bounds}
 
-    def settings(self) -> tuple:
-        return self.max_episode_steps, self.autoreset_code
+    def settings(self) -> dict[str, Any]:
+        return {"max_episode_steps": self.max_episode_steps, "autoreset_mode": self.autoreset_code}
 
     def apply_reset_options(self, options: dict[str, Any]) -> None:
         """``low``/``high``: the bounds of the uniform start draw (gymnasium's options). They hold

@@ -28,7 +28,7 @@ import copy
 import os
 import secrets
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -182,13 +182,15 @@ class KernelEnv:
         """
         raise NotImplementedError
 
-    def constants(self) -> tuple[np.ndarray, ...]:
-        """Arrays the kernels read (game constants, reset bounds), after the actions in ``args``."""
+    def constants(self) -> tuple[np.ndarray, ...] | Mapping[str, np.ndarray]:
+        """Arrays the kernels read (game constants, reset bounds), after the actions in ``args``:
+        by name (a mapping, checked against ``KernelArgs``) or in order."""
         return ()
 
-    def settings(self) -> tuple:
-        """Scalars the kernels read, last in ``args``; must include ``self.autoreset_code``."""
-        return (self.autoreset_code,)
+    def settings(self) -> tuple | Mapping[str, Any]:
+        """Scalars the kernels read, last in ``args``, by name (checked against ``KernelArgs``) or
+        in order; must include ``self.autoreset_code`` (named ``autoreset_mode``)."""
+        return {"autoreset_mode": self.autoreset_code}
 
     def action_layout(self) -> tuple[tuple[int, ...], torch.dtype]:
         """Shape and dtype of the actions of one step (by default from the single action space)."""
@@ -250,15 +252,46 @@ class KernelEnv:
         self._default_action_check = type(self).check_actions is KernelEnv.check_actions
 
     def _check_kernel_args(self) -> None:
-        """The logic's ``KernelArgs`` must name the arguments the engine passes, in order."""
+        """The logic's ``KernelArgs`` must name the arguments the engine passes, in order: the
+        buffers of :meth:`buffer_layout`, ``actions``, then the constants and settings (by their
+        names where :meth:`constants` / :meth:`settings` give a mapping); each buffer's kernel view
+        must have its declared dtype, each constant be an array and each setting a scalar."""
         fields = tuple(type(self).logic.KernelArgs._fields)
-        leading = (*self._layout, "actions")
-        if fields[: len(leading)] != leading or len(fields) != len(self._kernel_args):
+        declared = (
+            *self._layout,
+            "actions",
+            *_argument_names(self.constants()),
+            *_argument_names(self.settings()),
+        )
+        mismatched = [
+            f"{index}: {field!r} where the env passes {name!r}"
+            for index, (field, name) in enumerate(zip(fields, declared))
+            if name is not None and field != name
+        ]
+        if mismatched or len(fields) != len(declared):
             raise TypeError(
                 f"{type(self).__name__}.logic.KernelArgs has the fields {fields}; the kernels get "
-                f"{len(self._kernel_args)} arguments: the buffers of buffer_layout() in order "
-                f"{leading[:-1]}, 'actions', then one per constant and setting"
+                f"{len(declared)} arguments: the buffers of buffer_layout() in order, 'actions', "
+                f"then the constants and settings, named "
+                f"{tuple('?' if name is None else name for name in declared)}"
+                + (f" (mismatched fields {'; '.join(mismatched)})" if mismatched else "")
             )
+        for name, view in zip(self._layout, self._kernel_args):
+            if np.dtype(view.dtype) != np.dtype(self._layout[name][1]):
+                raise TypeError(
+                    f"{type(self).__name__}: buffer {name!r} reaches the kernels as {view.dtype}, "
+                    f"declared {np.dtype(self._layout[name][1])}"
+                )
+        arguments = zip(fields[len(self._layout) + 1 :], self._kernel_args[len(self._layout) + 1 :])
+        num_constants = len(_argument_values(self.constants()))
+        for index, (field, value) in enumerate(arguments):
+            is_constant = index < num_constants
+            if is_constant == isinstance(value, (bool, int, float, np.generic)):
+                kind = "constant (an array)" if is_constant else "setting (a scalar)"
+                raise TypeError(
+                    f"{type(self).__name__}: KernelArgs.{field} must be a {kind}, got "
+                    f"{type(value).__name__}"
+                )
 
     def _kernel_view(self, name: str):
         view = devices.kernel_view(self._tensors[name])
@@ -302,7 +335,7 @@ class KernelEnv:
 
     def update_constants(self) -> None:
         """Send :meth:`constants` and :meth:`settings` to the kernels (after changing them)."""
-        constants = self.constants()
+        constants = _argument_values(self.constants())
         if self.kernel_target == "cuda":
             from numba import cuda
 
@@ -314,7 +347,7 @@ class KernelEnv:
         self._kernel_args = (
             *self._kernel_args[: self._actions_index + 1],
             *constants,
-            *self.settings(),
+            *_argument_values(self.settings()),
         )
         # (args index, shape, dtype) of the outputs each CPU step writes into new arrays
         self._fresh_outputs = (
@@ -591,6 +624,18 @@ class KernelEnv:
 def _same(tensor: torch.Tensor) -> torch.Tensor:
     """An output returned as the env's own buffer (``copy_outputs=False``)."""
     return tensor
+
+
+def _argument_names(arguments: tuple | Mapping[str, Any]) -> tuple[str | None, ...]:
+    """The names of :meth:`KernelEnv.constants` or :meth:`KernelEnv.settings` (None: unnamed)."""
+    if isinstance(arguments, Mapping):
+        return tuple(arguments)
+    return (None,) * len(arguments)
+
+
+def _argument_values(arguments: tuple | Mapping[str, Any]) -> tuple:
+    """The values of :meth:`KernelEnv.constants` or :meth:`KernelEnv.settings`, in order."""
+    return tuple(arguments.values()) if isinstance(arguments, Mapping) else tuple(arguments)
 
 
 def _check_memory(
