@@ -11,12 +11,14 @@ import statistics
 import time
 
 import pytest
+import torch
 
 from gpu_envs.benchmarks import cartpole as bench
 from gpu_envs.benchmarks import machine, report, timing
 from gpu_envs.cli import build_parser, main
 from gpu_envs.commands import device_check as dc
 from gpu_envs.devices import cuda_available
+from gpu_envs.games import GAMES
 
 
 def _run_bench(capsys, *extra):
@@ -193,6 +195,10 @@ def test_format_rate():
 
 
 # ------------------------------------------------------------------------------------ device-check
+#: device-check's parity checks: CartPole 4, Pendulum 2, the registry's others 2 each, Tag 1.
+PARITY_CHECKS = 4 + 2 + 2 * (len(GAMES) - len(dc.DEDICATED_PARITY)) + 1
+
+
 @pytest.mark.skipif(cuda_available(), reason="this machine has a GPU")
 def test_device_check_without_gpu_exits_nonzero_with_a_message(capsys):
     assert main(["device-check"]) == dc.NO_GPU_EXIT
@@ -207,7 +213,8 @@ def test_device_check_arguments():
         build_parser().parse_args(["device-check", "--cartpole-log2", "5:3"])
     args = build_parser().parse_args(["device-check", "--skip-throughput"])
     plan = dc.plan(args)
-    assert len(plan) == 4 + 2 + 1  # CartPole: 2 dtypes x 2 autoreset modes, Pendulum: 2 dtypes, Tag
+    # CartPole: 2 dtypes x 2 autoreset modes, Pendulum: 2 dtypes, the others: 2 dtypes, Tag
+    assert len(plan) == PARITY_CHECKS
 
 
 def test_parity_rows_report_the_library_check():
@@ -246,11 +253,35 @@ def test_the_full_plan_adds_the_scale_point_and_the_trainer():
     args = build_parser().parse_args(["device-check"])
     assert args.tag_scale_envs == 2000 and args.trainer_iterations == 10
     throughput_checks = 1 + 1 + 1 + 1  # CartPole, Tag, Tag's scale point, the trainer
-    assert len(dc.plan(args)) == 4 + 2 + 1 + throughput_checks
+    assert len(dc.plan(args)) == PARITY_CHECKS + throughput_checks
     args = build_parser().parse_args(
         ["device-check", "--tag-scale-envs", "0", "--trainer-iterations", "0"]
     )
-    assert len(dc.plan(args)) == 4 + 2 + 1 + 2
+    assert len(dc.plan(args)) == PARITY_CHECKS + 2
+
+
+def test_the_prepared_gpu_script_at_ci_sizes_has_every_part():
+    """``--full --small`` (run end to end by .ci/run): every parity check, one lean-step size per
+    game, the trainer for CartPole and Tag (graphs on as well where torch has CUDA), the cold and
+    warm first step of CartPole and Tag."""
+    args = build_parser().parse_args(["device-check", "--full", "--small", "--device", "cpu"])
+    trainer_rows = 2 * (2 if torch.cuda.is_available() else 1)
+    assert len(dc.full_plan(args)) == PARITY_CHECKS + 3 + trainer_rows + 2
+    assert args.parity_envs == 16 and args.tag_params == dc.SMALL_TAG
+    args = build_parser().parse_args(["device-check", "--full"])
+    lean = [
+        step for step in dc.full_plan(args) if getattr(step, "func", None) is dc.lean_throughput
+    ]
+    assert sorted((step.args[0], step.args[1]) for step in lean) == sorted(
+        (game, n) for game, sizes in dc.FULL_SIZES.items() for n in sizes
+    )
+
+
+def test_the_lean_step_rows_on_cpu():
+    options = dict(repeats=1, target_seconds=0.01, warmup_seconds=0.0, calls_per_repeat=2)
+    plain, graph = dc.lean_throughput("cartpole", 4, "cpu", True, options)
+    assert plain.record["launch"] == "plain launches" and plain.record["host_us_per_step"] > 0
+    assert graph.result == "not run: not on a CUDA GPU"
 
 
 def test_scale_point_and_trainer_rows_on_cpu(capsys):

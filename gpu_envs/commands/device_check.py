@@ -174,6 +174,35 @@ def pendulum_parity(
     )
 
 
+# --------------------------------------------------------------------------------------- registry
+#: Games with a parity check of their own; the registry's others get :func:`game_parity`.
+DEDICATED_PARITY = ("cartpole", "pendulum", "tag")
+
+
+def game_parity(
+    name: str,
+    device: str,
+    *,
+    reference_device: str = "cpu",
+    dtype: str = "float32",
+    num_envs: int = 1024,
+    steps: int = 400,
+    max_episode_steps: int = 50,
+    seed: int = 0,
+) -> Row:
+    """A single-agent game of :data:`gpu_envs.games.GAMES` (its vector env) on ``device`` against
+    ``reference_device``: same seeds, same random actions."""
+    from gpu_envs import games
+
+    env_class = games.load(games.GAMES[name].vector_env)
+    make_env = partial(env_class, num_envs, dtype=dtype, max_episode_steps=max_episode_steps)
+    setting = f"{dtype}, {num_envs} envs x {steps} steps, max_episode_steps={max_episode_steps}"
+    record = {"game": name, "dtype": dtype}
+    return _parity_row(
+        f"{name} parity", setting, record, make_env, steps, device, reference_device, seed
+    )
+
+
 # --------------------------------------------------------------------------------------- Tag
 def tag_parity(
     device: str,
@@ -251,11 +280,14 @@ def trainer_throughput(
     """
     import contextlib
 
+    import torch
+
     from gpu_envs.trainers.config import RunConfig, apply_overrides
     from gpu_envs.trainers.fabric_loop import Trainer, make_fabric
     from gpu_envs.trainers.presets import preset
 
-    accelerator = "cpu" if device == "cpu" else "cuda"
+    # (the simulated device's trainer runs on the CPU: Fabric needs a real GPU for "cuda")
+    accelerator = "cuda" if device != "cpu" and torch.cuda.is_available() else "cpu"
     with tempfile.TemporaryDirectory() as folder:
         data = apply_overrides(preset(game), list(overrides))
         batch = data["trainer"]["train_batch_size"]
@@ -310,8 +342,9 @@ SMALL_TAG = dict(
     use_full_observation=False,
     num_other_agents_observed=3,
 )
-#: Steps timed without a synchronisation to measure the host's time per step.
+#: Steps timed without a synchronisation to measure the host's time per step (--full, --small).
 HOST_STEPS = 200
+SMALL_HOST_STEPS = 3
 
 
 def lean_env(game: str, num_envs: int, device: str, small: bool):
@@ -337,17 +370,19 @@ def lean_env(game: str, num_envs: int, device: str, small: bool):
     return env, torch.zeros(shape, dtype=dtype, device=env.device)
 
 
-def host_us_per_step(call: Callable[[], object], sync: Callable[[], object] | None) -> float:
-    """Microseconds of host time per ``call()``, over :data:`HOST_STEPS` calls not waited for."""
+def host_us_per_step(
+    call: Callable[[], object], sync: Callable[[], object] | None, steps: int = HOST_STEPS
+) -> float:
+    """Microseconds of host time per ``call()``, over ``steps`` calls not waited for."""
     if sync is not None:
         sync()
     start = time.perf_counter()
-    for _ in range(HOST_STEPS):
+    for _ in range(steps):
         call()
     host = time.perf_counter() - start
     if sync is not None:
         sync()
-    return 1e6 * host / HOST_STEPS
+    return 1e6 * host / steps
 
 
 def lean_throughput(game: str, num_envs: int, device: str, small: bool, options: dict) -> list[Row]:
@@ -368,7 +403,9 @@ def lean_throughput(game: str, num_envs: int, device: str, small: bool, options:
     results = timing.measure_rounds(runners, **options)
     rows = []
     for name, result in results.items():
-        host_us = host_us_per_step(runners[name].call, sync)
+        host_us = host_us_per_step(
+            runners[name].call, sync, SMALL_HOST_STEPS if small else HOST_STEPS
+        )
         rows.append(
             Row(
                 f"{game} lean step",
@@ -566,8 +603,9 @@ def _quick(args) -> None:
 
 
 def plan(args) -> list[Callable[[], list[Row]]]:
-    """The checks to run, in order: CartPole parity and throughput, Pendulum parity, Tag's parity,
-    throughput and scale point, then the trainer's end-to-end throughput."""
+    """The checks to run, in order: CartPole parity and throughput, Pendulum parity, the parity of
+    the registry's other games (:data:`gpu_envs.games.GAMES`), Tag's parity, throughput and scale
+    point, then the trainer's end-to-end throughput."""
     if args.quick:
         _quick(args)
     timing_options = dict(
@@ -598,6 +636,24 @@ def plan(args) -> list[Callable[[], list[Row]]]:
                 )
             ]
         )
+    from gpu_envs import games
+
+    for name in games.GAMES:
+        if name in DEDICATED_PARITY:
+            continue
+        for dtype in ("float64", "float32"):
+            steps.append(
+                lambda name=name, dtype=dtype: [
+                    game_parity(
+                        name,
+                        args.device,
+                        dtype=dtype,
+                        num_envs=args.parity_envs,
+                        steps=args.parity_steps,
+                        max_episode_steps=args.max_episode_steps,
+                    )
+                ]
+            )
     steps.append(
         lambda: [
             tag_parity(
