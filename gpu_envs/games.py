@@ -13,6 +13,7 @@ module (and ``gpu_envs``) imports no env, no numba and no torch.
 from __future__ import annotations
 
 import importlib
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,10 +45,10 @@ class Game:
     trainer_face: str = "discrete"
     """How the trainer sees it: ``"discrete"`` (one agent, one categorical action),
     ``"continuous"`` (one agent, a Gaussian action clipped to the bounds) or ``"tag"``."""
-    scale_observations: bool = False
-    """The trainer feeds the policy observations rescaled from the observation space's bounds to
-    [-1, 1] (a fixed normalisation, for games whose observations differ in scale by orders of
-    magnitude, as MountainCar's)."""
+    observation_scale: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    """``(center, scale)``: the trainer feeds the policy ``(obs - center) / scale`` (a fixed
+    normalisation, for games whose observations differ in scale by orders of magnitude, as
+    MountainCar's position and velocity); None: the observations as they are."""
     aliases: tuple[str, ...] = ()
     """Other names run configs may give (lower case)."""
     parity_rules: str = ""
@@ -78,6 +79,8 @@ def load(path: str) -> Any:
     module, _, attribute = path.partition(":")
     return getattr(importlib.import_module(module), attribute)
 
+
+_MOUNTAIN_CAR_SCALE = ((-0.3, 0.0), (0.9, 0.02))
 
 GAMES: dict[str, Game] = {
     game.name: game
@@ -119,7 +122,7 @@ GAMES: dict[str, Game] = {
             solved_threshold=-100.0,
             solved_what="Acrobot-v1 reward threshold",
             render_fps=15.0,
-            scale_observations=True,
+            observation_scale=((0.0,) * 6, (1.0, 1.0, 1.0, 1.0, 4 * math.pi, 9 * math.pi)),
         ),
         Game(
             name="mountaincar",
@@ -131,7 +134,8 @@ GAMES: dict[str, Game] = {
             solved_threshold=-110.0,
             solved_what="MountainCar-v0 reward threshold",
             render_fps=30.0,
-            scale_observations=True,
+            # the velocity in units of its typical size (the bounds, 0.07, are rarely approached)
+            observation_scale=_MOUNTAIN_CAR_SCALE,
             aliases=("mountain_car",),
         ),
         Game(
@@ -145,7 +149,7 @@ GAMES: dict[str, Game] = {
             solved_what="MountainCarContinuous-v0 reward threshold",
             render_fps=30.0,
             trainer_face="continuous",
-            scale_observations=True,
+            observation_scale=_MOUNTAIN_CAR_SCALE,
             aliases=("mountain_car_continuous",),
         ),
         Game(

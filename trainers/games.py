@@ -48,21 +48,28 @@ class _Game:
 class _OneAgentGame(_Game):
     """A gymnasium vector env seen as one agent per env.
 
-    With ``scale_observations`` the policy sees the observations mapped from the observation
-    space's bounds to [-1, 1] (``gpu_envs.games.Game.scale_observations``).
+    With ``observation_scale`` ``(center, scale)`` the policy sees ``(obs - center) / scale``
+    (``gpu_envs.games.Game.observation_scale``).
     """
 
-    def __init__(self, env, episode_length: int | None = None, scale_observations: bool = False):
+    def __init__(
+        self,
+        env,
+        episode_length: int | None = None,
+        observation_scale: tuple[tuple[float, ...], tuple[float, ...]] | None = None,
+    ):
         super().__init__(env)
         self.num_agents = 1
         self.obs_dim = env.single_observation_space.shape[0]
         self.episode_length = env.max_episode_steps or episode_length or 0
         self.active = torch.ones((self.num_envs, 1), dtype=torch.bool, device=env.device)
         self._obs_scale: tuple[torch.Tensor, torch.Tensor] | None = None
-        if scale_observations:
-            space = env.single_observation_space
-            low, high = (torch.as_tensor(b, device=env.device) for b in (space.low, space.high))
-            self._obs_scale = ((high + low) / 2, (high - low) / 2)
+        if observation_scale is not None:
+            center, scale = (
+                torch.tensor(values, dtype=torch.float32, device=env.device)
+                for values in observation_scale
+            )
+            self._obs_scale = (center, scale)
 
     def default_agent_map(self, tags: list[str]) -> dict[str, list[int]]:
         if len(tags) != 1:
@@ -83,8 +90,8 @@ class _OneAgentGame(_Game):
     def _policy_obs(self, obs: torch.Tensor) -> torch.Tensor:
         """The env's [E, obs_dim] observations as the policy's [E, 1, obs_dim]."""
         if self._obs_scale is not None:
-            center, half_width = self._obs_scale
-            obs = (obs - center) / half_width
+            center, scale = self._obs_scale
+            obs = (obs - center) / scale
         return obs.unsqueeze(1)
 
     def _env_actions(self, actions: torch.Tensor) -> torch.Tensor:
@@ -188,5 +195,5 @@ def make_game(
     return face(
         env,
         episode_length=record.max_episode_steps,
-        scale_observations=record.scale_observations,
+        observation_scale=record.observation_scale,
     )

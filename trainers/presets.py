@@ -132,8 +132,8 @@ ACROBOT = _merged(
 # MountainCar-v0 (sparse reward: -1 per step until the flag): rl-baselines3-zoo's PPO settings,
 # many short rollouts (16 envs x 16 steps), gamma 0.99, GAE lambda 0.98, 4 epochs of 4 minibatches
 # (64 samples, SB3's), an entropy bonus of 0.05 (without it the policy turns deterministic before
-# it ever reaches the flag), lr 3e-4 constant; the observations are rescaled to [-1, 1]
-# by the game face (gpu_envs.games).
+# it ever reaches the flag), lr 3e-4 constant; the observations are standardised
+# by the game face (``observation_scale`` in gpu_envs.games).
 # Stops at the reward threshold (-110): docs/mountain-car.md.
 MOUNTAINCAR = _merged(
     ACROBOT,
