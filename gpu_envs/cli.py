@@ -1,7 +1,9 @@
 """The ``gpu-envs`` command line: one subcommand per module of ``gpu_envs.commands``.
 
 Each command module defines ``add_parser(subparsers)`` (cheap: no heavy imports) and sets
-``func`` on its parser to the function that runs it.
+``func`` on its parser to the function that runs it. A command whose arguments need heavy imports
+(numpy, torch, the trainer) sets its parser's ``setup`` instead of adding them at once: ``gpu-envs
+--help`` then imports no torch.
 """
 
 from __future__ import annotations
@@ -9,8 +11,24 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Callable
 
 COMMAND_MODULES = ("bench", "device_check", "evaluate", "plot", "render", "train")
+
+
+class DeferredParser(argparse.ArgumentParser):
+    """A subcommand's parser that runs ``setup(parser)`` (which adds the arguments and may import
+    heavy modules) only when that subcommand is parsed."""
+
+    setup: Callable[[argparse.ArgumentParser], None] | None = None
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: list[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if self.setup is not None:
+            setup, self.setup = self.setup, None
+            setup(self)
+        return super().parse_known_args(args, namespace)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,7 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpu-envs", description="Batched RL environments on Numba kernels."
     )
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    subparsers = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=DeferredParser
+    )
     for name in COMMAND_MODULES:
         try:
             module = importlib.import_module(f"gpu_envs.commands.{name}")

@@ -3,6 +3,11 @@
 import os
 
 import pytest
+from hypothesis import settings
+
+# No hypothesis deadline anywhere: a per-example time limit fails on a loaded machine.
+settings.register_profile("no-deadline", deadline=None)
+settings.load_profile("no-deadline")
 
 CUDA_KERNELS_RUNNABLE = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 if not CUDA_KERNELS_RUNNABLE:

@@ -2,7 +2,9 @@
 
 Property: every call either raises a clear ValueError/TypeError whose message names the bad
 argument,
-or returns finite outputs of the right shapes, within STEP_SECONDS. Each strategy draws a good value
+or returns finite outputs of the right shapes. The strategies draw small configurations (a bounded
+amount of work per example); no property depends on speed, and pytest-timeout guards against a
+hang. Each strategy draws a good value
 or one of the catalogued bad ones (the ``BAD_*`` lists; ``count_bad_cases()`` counts them).
 
 Runs: ``pytest tests/test_fuzz_envs.py`` (profile "fuzz": a few examples per test, about a minute);
@@ -15,7 +17,6 @@ from __future__ import annotations
 
 import math
 import os
-import time
 
 import gymnasium as gym
 import numpy as np
@@ -49,8 +50,6 @@ SAME_SIGNATURE_LAYOUTS = [
     lambda shape, upper: np.zeros((shape[0] - 1, *shape[1:]), np.int64),
     lambda shape, upper: np.full(shape, 0.7, np.float32),
 ]
-#: A step (or reset, or construction) of these small configurations must finish within this.
-STEP_SECONDS = 20.0
 NAN, INF = float("nan"), float("inf")
 
 # ------------------------------------------------------------------------------ the bad-input
@@ -165,26 +164,6 @@ def count_bad_cases() -> int:
     )
 
 
-@pytest.fixture(scope="module", autouse=True)
-def compiled_kernels():
-    """Compile (or load) every kernel the faces use before the timed properties run: the bound is
-    on stepping, not on numba's first compilation."""
-    for num_envs in (1, 2, 3, 8):
-        for dtype in ("float32", "float64"):
-            env = gpu_envs.CartPoleVectorEnv(num_envs, dtype=dtype)
-            env.reset(seed=0)
-            env.step(np.zeros(num_envs, np.int64))
-        game = gpu_envs.TagEnv(num_envs, num_runners=2)
-        game.reset(seed=0)
-        game.step(np.zeros((num_envs, 3, 2), np.int64))
-        env = gpu_envs.TagEnv(
-            num_envs, num_runners=3, use_full_observation=False, num_other_agents_observed=2
-        )
-        env.reset(seed=0)
-        env.step(np.zeros((num_envs, 4, 2), np.int64))
-        env.reset(options={"reset_mask": np.ones(num_envs, np.bool_)})
-
-
 # ------------------------------------------------------------------------------ the property
 def assert_clear_error(error: BaseException, names: tuple[str, ...]) -> None:
     """A ValueError/TypeError with a message naming one of ``names``."""
@@ -206,21 +185,13 @@ def assert_finite(*arrays, shapes=None) -> None:
             )
 
 
-def timed(call, *args, **kwargs):
-    start = time.perf_counter()
-    result = call(*args, **kwargs)
-    seconds = time.perf_counter() - start
-    assert seconds < STEP_SECONDS, f"{getattr(call, '__name__', call)} took {seconds:.1f} s"
-    return result
-
-
 def attempt(names: tuple[str, ...] | None, call, *args, **kwargs):
-    """Run ``call``; with ``names`` (bad input) it must raise a clear error naming one, else succeed
-    in time."""
+    """Run ``call``; with ``names`` (bad input) it must raise a clear error naming one, else
+    succeed."""
     if names is None:
-        return timed(call, *args, **kwargs)
+        return call(*args, **kwargs)
     with pytest.raises(Exception) as caught:
-        timed(call, *args, **kwargs)
+        call(*args, **kwargs)
     assert_clear_error(caught.value, names)
     return None
 
@@ -655,7 +626,7 @@ def test_torchrl_envs(data):
         assert_clear_error(error, seed_names or ("seed",))
         env.set_seed(0)
         td = env.reset()
-    td = timed(env.rollout, 3, break_when_any_done=False)
+    td = env.rollout(3, break_when_any_done=False)
     for key, value in td.items(include_nested=True, leaves_only=True):
         if value.is_floating_point():
             assert bool(torch.isfinite(value).all()), f"{key} is not finite"

@@ -237,6 +237,7 @@ def _newest_iteration(ckpt_dir) -> int:
     return -1 if newest is None else int(newest.name.split("_")[1].split(".")[0])
 
 
+@pytest.mark.timeout(600)  # a hang guard, not a speed bound
 def test_sigkill_at_random_moments_then_resume_continues(tmp_path):
     """Three kills at random moments (saving every iteration, so some land inside a write)."""
     args = [
@@ -249,12 +250,11 @@ def test_sigkill_at_random_moments_then_resume_continues(tmp_path):
     for kill in range(4):
         proc = _popen(*args, *(["--resume"] if kill else []))
         if kill == 3:
-            output = proc.communicate(timeout=120)[0]
+            output = proc.communicate()[0]
             assert proc.returncode == 0, output
         else:
-            deadline = time.time() + 60
             while _newest_iteration(ckpt_dir) <= last:  # running, and past its first new checkpoint
-                assert proc.poll() is None and time.time() < deadline, proc.communicate()[0]
+                assert proc.poll() is None, proc.communicate()[0]
                 time.sleep(0.02)
             time.sleep(rng.uniform(0.0, 0.3))
             os.kill(proc.pid, signal.SIGKILL)
@@ -323,7 +323,7 @@ def test_a_huge_learning_rate_exits_with_an_error(tmp_path):
         "policy.agent.lr=1e30",
         "saving.model_params_save_freq=1",
     )
-    output = proc.communicate(timeout=120)[0]
+    output = proc.communicate()[0]  # pytest-timeout guards a hang
     assert proc.returncode != 0
     assert (
         "gpu-envs train: error: training diverged at iteration" in output

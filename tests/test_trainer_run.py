@@ -114,6 +114,7 @@ def _run_cli(args, **kwargs):
     )
 
 
+@pytest.mark.timeout(600)  # a hang guard, not a speed bound
 def test_resume_after_sigkill_continues_the_counters(tmp_path):
     args = [
         f"saving.basedir={tmp_path}",
@@ -124,9 +125,8 @@ def test_resume_after_sigkill_continues_the_counters(tmp_path):
     ]
     ckpt_dir = tmp_path / "cartpole_ppo" / "example" / "ckpt"
     proc = _run_cli(args)
-    deadline = time.time() + 240
     while not (ckpt_dir / "iteration_3.pth.tar").exists():
-        assert proc.poll() is None and time.time() < deadline, proc.communicate()[0]
+        assert proc.poll() is None, proc.communicate()[0]
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()

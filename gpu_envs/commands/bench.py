@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
+import ast
 import importlib
+import importlib.util
+from functools import partial
+from pathlib import Path
 
+from gpu_envs.cli import DeferredParser
 from gpu_envs.games import GAMES
 
 #: Benchmark name -> its module: each game's (``gpu_envs.games``: ``NAME`` and ``train-NAME``),
@@ -19,17 +25,33 @@ BENCHMARKS = {
 }
 
 
+def _add_benchmark(module_name: str, parser: argparse.ArgumentParser) -> None:
+    """A benchmark's arguments, imported only when it runs (numpy, torch, the peers)."""
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name == module_name:
+            raise
+        parser.error(f"needs the package {error.name!r}: pip install {error.name}")
+    module.add_arguments(parser)
+    parser.set_defaults(func=module.run)
+
+
+def _summary(module_name: str) -> str:
+    """The first line of a module's docstring, read without importing it."""
+    spec = importlib.util.find_spec(module_name)
+    assert spec is not None and spec.origin is not None, module_name
+    docstring = ast.get_docstring(ast.parse(Path(spec.origin).read_text(encoding="utf-8")))
+    return (docstring or module_name).splitlines()[0]
+
+
 def add_parser(subparsers) -> None:
     """Add ``gpu-envs bench GAME``, one subcommand per benchmark module."""
     parser = subparsers.add_parser("bench", help="measure env-steps/s against the peers")
-    games = parser.add_subparsers(dest="game", required=True, metavar="GAME")
+    games = parser.add_subparsers(
+        dest="game", required=True, metavar="GAME", parser_class=DeferredParser
+    )
     for game, module_name in BENCHMARKS.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as error:
-            if error.name != module_name:
-                raise
-            continue
-        game_parser = games.add_parser(game, help=module.__doc__.splitlines()[0])
-        module.add_arguments(game_parser)
-        game_parser.set_defaults(func=module.run)
+        games.add_parser(game, help=_summary(module_name)).setup = partial(
+            _add_benchmark, module_name
+        )

@@ -11,9 +11,7 @@ from pathlib import Path
 
 
 def add_parser(subparsers) -> None:
-    """Add ``gpu-envs train`` with the trainer's options."""
-    from gpu_envs.trainers import cli_args
-
+    """Add ``gpu-envs train`` with the trainer's options (added when it runs: they import torch)."""
     parser = subparsers.add_parser(
         "train",
         help="train policies with PPO/A2C on Lightning Fabric",
@@ -22,8 +20,14 @@ def add_parser(subparsers) -> None:
         "$(python -m gpu_envs.trainers.run --path) ...`. --print-config shows every config field "
         "(the KEY of KEY=VALUE); gpu_envs.trainers.config documents them and their rules.",
     )
-    cli_args.add_arguments(parser)
+    parser.setup = _add_arguments
     parser.set_defaults(func=run, accepts_extra=True)
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    from gpu_envs.trainers import cli_args
+
+    cli_args.add_arguments(parser)
 
 
 def run(args: argparse.Namespace, extra: list[str] | None = None) -> int:
