@@ -15,6 +15,7 @@ optional ``imageio-ffmpeg`` package).
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -155,31 +156,36 @@ def animate_episode(episode: Mapping[str, Any], *, size: int = 480) -> list[np.n
     ]
 
 
+def check_animation_path(path: str | Path) -> Path:
+    """``path`` as a Path if an animation can be written there, else ValueError (a wrong suffix)
+    or RuntimeError (``.mp4`` without ``imageio-ffmpeg``), before any frame is made."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in VIDEO_SUFFIXES:
+        raise ValueError(f"animation path must end in one of {VIDEO_SUFFIXES}, got {str(path)!r}")
+    if suffix == ".mp4" and importlib.util.find_spec("imageio_ffmpeg") is None:
+        raise RuntimeError(
+            "writing .mp4 needs the imageio-ffmpeg package (pip install imageio-ffmpeg); or "
+            "write a .gif"
+        )
+    return path
+
+
 def save_animation(frames: Sequence[np.ndarray], path: str | Path, fps: float = 25.0) -> Path:
     """Write RGB ``frames`` to ``path``: ``.gif`` (Pillow) or ``.mp4`` (needs
     ``imageio-ffmpeg``)."""
     import imageio.v3 as iio
 
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in VIDEO_SUFFIXES:
-        raise ValueError(f"animation path must end in one of {VIDEO_SUFFIXES}, got {str(path)!r}")
+    path = check_animation_path(path)
     if len(frames) == 0:
         raise ValueError("no frames to write")
     if not fps > 0:
         raise ValueError(f"fps must be > 0, got {fps}")
     stack = np.stack([np.asarray(frame, dtype=np.uint8) for frame in frames])
     path.parent.mkdir(parents=True, exist_ok=True)
-    if suffix == ".gif":
+    if path.suffix.lower() == ".gif":
         iio.imwrite(path, stack, extension=".gif", plugin="pillow", duration=1000.0 / fps, loop=0)
     else:
-        try:
-            import imageio_ffmpeg  # noqa: F401
-        except ModuleNotFoundError as error:
-            raise RuntimeError(
-                "writing .mp4 needs the imageio-ffmpeg package (pip install imageio-ffmpeg); or "
-                "write a .gif"
-            ) from error
         # libx264 wants even frame sizes: pad the bottom/right edge by one pixel if needed.
         height, width = stack.shape[1:3]
         stack = np.pad(stack, ((0, 0), (0, height % 2), (0, width % 2), (0, 0)), mode="edge")

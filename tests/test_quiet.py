@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -49,3 +50,26 @@ def test_no_test_asserts_on_wall_clock_time():
 
 def test_hypothesis_has_no_deadline_by_default():
     assert settings.default.deadline is None
+
+
+def test_mp4_without_imageio_ffmpeg_fails_before_any_work(tmp_path, monkeypatch):
+    from gpu_envs import cli, tag_rendering
+
+    monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)
+    monkeypatch.setattr(tag_rendering, "render_episode", pytest.fail)  # no episode is played
+    with pytest.raises(SystemExit, match=r"pip install imageio-ffmpeg"):
+        cli.main(["render", "tag", "--out", str(tmp_path / "x.mp4")])
+
+
+def test_rendering_prints_no_sdl_audio_noise():
+    pytest.importorskip("pygame")
+    code = (
+        "import numpy as np\nfrom gpu_envs.rendering import render_cartpole_frames\n"
+        "assert len(render_cartpole_frames(np.zeros((2, 4)))) == 2"
+    )
+    unset = ("XDG_RUNTIME_DIR", "SDL_VIDEODRIVER", "DISPLAY", "WAYLAND_DISPLAY")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    assert "XDG_RUNTIME_DIR" not in out.stderr + out.stdout

@@ -133,11 +133,18 @@ def load_checkpoint_policy(path: Path):
 
 
 def check_out(path: Path) -> None:
-    """Exit with a message unless ``path`` ends in a video suffix."""
-    from gpu_envs.tag_rendering import VIDEO_SUFFIXES
+    """Exit with a message unless a video can be written to ``path`` (its suffix, the optional
+    packages it needs), before any work; keep SDL's audio quiet for the renderers."""
+    from gpu_envs.rendering import quiet_sdl
+    from gpu_envs.tag_rendering import VIDEO_SUFFIXES, check_animation_path
 
     if path.suffix.lower() not in VIDEO_SUFFIXES:
         raise SystemExit(f"--out must end in one of {VIDEO_SUFFIXES}, got {path}")
+    try:
+        check_animation_path(path)
+    except RuntimeError as error:
+        raise SystemExit(f"gpu-envs render: {error}") from None
+    quiet_sdl()
 
 
 def run_single_agent(args: argparse.Namespace) -> int:
