@@ -497,20 +497,24 @@ class KernelEnv:
         else:
             array = self.check_actions(actions).to(self._action_dtype).contiguous().numpy()
         self._check_finished_envs()
-        slots = list(self._kernel_args)
-        slots[self._actions_index] = array
-        reuse = not self.copy_outputs
-        fresh = [] if reuse else [np.empty(shape, dtype) for _, shape, dtype in self._fresh_outputs]
-        for (index, _, _), output in zip(self._fresh_outputs, fresh):
-            slots[index] = output
-        self._kernel_args = args = tuple(slots)
+        args, index = self._kernel_args, self._actions_index
+        args = (*args[:index], array, *args[index + 1 :])
+        copy_outputs = self.copy_outputs
+        fresh: tuple[np.ndarray, ...] = ()
+        if copy_outputs and self._fresh_outputs:
+            fresh = tuple(np.empty(shape, dtype) for _, shape, dtype in self._fresh_outputs)
+            slots = list(args)
+            for (slot, _, _), output in zip(self._fresh_outputs, fresh):
+                slots[slot] = output
+            args = tuple(slots)
+        self._kernel_args = args
         step = self._cpu_step
         if step is None:
             step = self._cpu_step = self._driver.compiled_step(self.num_envs, args)
         step(self.num_envs, args)
         if not fresh:
-            give = _same if reuse else devices.fresh_copy
-            return tuple(give(self._tensors[name]) for name in self.step_outputs)
+            buffers = map(self._tensors.__getitem__, self.step_outputs)
+            return tuple(map(devices.fresh_copy, buffers) if copy_outputs else buffers)
         outputs = tuple(map(torch.from_numpy, fresh))
         self._tensors.update(zip(self.step_outputs, outputs))
         return outputs
