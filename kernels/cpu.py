@@ -20,10 +20,16 @@ import inspect
 import os
 import sys
 import types
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numba
+from numba.core.errors import NumbaIRAssumptionWarning
+
+# numba's pedantic IR check misreads the counters of the logic inlined into these loops
+# ("variable ... is not in scope", six on a cold Tag compile); only the loops here are silenced.
+warnings.filterwarnings("ignore", category=NumbaIRAssumptionWarning, module=r".*kernels[/\\]cpu$")
 
 #: Options of every compiled loop. ``_nrt=False``: the loops allocate nothing, and without the
 #: runtime numba emits no reference counting for the views handed to the inlined logic.

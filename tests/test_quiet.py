@@ -73,3 +73,25 @@ def test_rendering_prints_no_sdl_audio_noise():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     )
     assert "XDG_RUNTIME_DIR" not in out.stderr + out.stdout
+
+
+def test_a_cold_tag_compile_prints_no_numba_ir_warnings(tmp_path):
+    code = (
+        "import numpy as np, gpu_envs\nenv = gpu_envs.TagEnv(2, num_runners=2)\n"
+        "env.reset(seed=0)\nenv.step(np.zeros((2, 3, 2), np.int64))"
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}  # empty: compiles from scratch
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    assert "NumbaIRAssumptionWarning" not in out.stderr
+    assert list(tmp_path.rglob("*.nbi"))  # it did compile into the cache
+
+
+def test_the_license_file_matches_pyproject_and_ships_in_the_wheel():
+    tomllib = pytest.importorskip("tomllib")
+    root = TESTS.parent
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]
+    text = (root / "LICENSE").read_text(encoding="utf-8")
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
