@@ -24,25 +24,22 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from gymnasium.envs.classic_control.utils import maybe_parse_reset_bounds
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from gpu_envs import devices
+from gpu_envs.classic_control import reset_bounds
 from gpu_envs.engine import ComponentMajorState, KernelEnv, episode_buffers
 from gpu_envs.kernels import cartpole_logic as logic
 from gpu_envs.single import SingleEnv
-from gpu_envs.validation import check_max_episode_steps, check_reset_bounds
+from gpu_envs.validation import check_max_episode_steps
 
 _OBS_HIGH = np.array([2.4 * 2, np.inf, 12 * 2 * math.pi / 360 * 2, np.inf], dtype=np.float32)
 _DEFAULT_LOW, _DEFAULT_HIGH = -0.05, 0.05
 
 
 def _reset_bounds(options: dict[str, Any] | None) -> tuple[float, float]:
-    """gymnasium's ``low``/``high`` reset options, checked as given (a string or NaN is refused)."""
-    options = options or {}
-    low, high = maybe_parse_reset_bounds(options, _DEFAULT_LOW, _DEFAULT_HIGH)
-    check_reset_bounds(options.get("low", low), options.get("high", high))
-    return low, high
+    """gymnasium's ``low``/``high`` reset options with CartPole's defaults (checked as given)."""
+    return reset_bounds(options, _DEFAULT_LOW, _DEFAULT_HIGH)
 
 
 class CartPoleVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
