@@ -14,7 +14,13 @@ import importlib.metadata
 import importlib.util
 from pathlib import Path
 
+from gpu_envs.benchmarks.plots import write_docs_figures
+
 DOCS = Path(__file__).resolve().parent
+
+# The benchmark pages' charts, drawn from the committed JSON in docs/results/ on every build (so
+# they always match it; docs/_plots/ is not committed).
+write_docs_figures(DOCS / "results", DOCS / "_plots")
 
 # autodoc imports the installed package (``pip install -e ".[docs]"``): ``kernels/`` and
 # ``trainers/`` only exist as ``gpu_envs.kernels`` / ``gpu_envs.trainers`` once installed.

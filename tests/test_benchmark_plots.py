@@ -1,9 +1,11 @@
 """``python -m gpu_envs.benchmarks.plots``: bench JSON in, PNG chart out."""
 
 import json
+import re
 import struct
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +14,7 @@ pytest.importorskip("matplotlib")
 from gpu_envs.benchmarks import plots
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
 def cartpole_document():
@@ -165,3 +168,26 @@ def test_command_rejects_a_file_without_records(tmp_path):
     )
     assert result.returncode == 2 and "'records' list" in result.stderr
     assert not (tmp_path / "x.png").exists()
+
+
+def test_a_jsonl_file_of_records_is_read(tmp_path):
+    source = tmp_path / "peer.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in cartpole_document()["records"]))
+    assert plots.read_records(source) == cartpole_document()["records"]
+
+
+def test_the_docs_charts_are_drawn_from_the_committed_json(tmp_path):
+    written = plots.write_docs_figures(DOCS / "results", tmp_path)
+    assert [p.name for p in written] == [figure.png for figure in plots.DOCS_FIGURES]
+    assert all(png_size(path) == (800, 480) for path in written)
+
+
+def test_the_docs_build_draws_every_chart_the_pages_show():
+    conf = (DOCS / "conf.py").read_text(encoding="utf-8")
+    assert 'write_docs_figures(DOCS / "results", DOCS / "_plots")' in conf
+    shown = {
+        name
+        for page in DOCS.glob("*.md")
+        for name in re.findall(r"\]\(_plots/([\w.-]+\.png)\)", page.read_text(encoding="utf-8"))
+    }
+    assert shown == {figure.png for figure in plots.DOCS_FIGURES}

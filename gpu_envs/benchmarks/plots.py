@@ -23,7 +23,7 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from gpu_envs.benchmarks.report import format_rate
 
@@ -47,7 +47,7 @@ class Series:
         return self.impl.startswith(OUR_PREFIXES)
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[float]:
     return (
         isinstance(value, (int, float))
         and not isinstance(value, bool)
@@ -159,12 +159,77 @@ def plot(
     return out
 
 
+@dataclass(frozen=True)
+class DocsFigure:
+    """A chart of the benchmark pages, drawn from committed JSON in ``docs/results/``."""
+
+    png: str
+    sources: tuple[str, ...]
+    metric: str
+    title: str
+
+
+#: The charts the docs build draws (``docs/conf.py``) into ``docs/_plots/``.
+DOCS_FIGURES = (
+    DocsFigure(
+        "bench-cartpole.png",
+        ("cartpole-2026-12-02-bare-kernel.json",),
+        "env_steps_per_s",
+        "CartPole-v1 on 2 CPU cores (2026-12-02)",
+    ),
+    DocsFigure(
+        "bench-pendulum.png",
+        ("pendulum-2026-12-01.json",),
+        "env_steps_per_s",
+        "Pendulum-v1 on 2 CPU cores (2026-12-01)",
+    ),
+    DocsFigure(
+        "bench-tag.png",
+        ("tag-2026-12-02-ours-1.json", "tag-2026-12-02-jaxmarl-1.jsonl"),
+        "env_steps_per_s",
+        "Tag, 5 taggers + 100 runners, on 2 CPU cores (2026-12-02)",
+    ),
+    DocsFigure(
+        "bench-tag-peers.png",
+        ("tag-2026-11-29.json",),
+        "agent_steps_per_s",
+        "Tag beside VMAS and MPE2 on 2 CPU cores (2026-11-29)",
+    ),
+)
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """The records of a bench JSON document, or of a JSON-lines file (one record a line)."""
+    text = path.read_text(encoding="utf8")
+    if path.suffix == ".jsonl":
+        return records_of([json.loads(line) for line in text.splitlines() if line.strip()])
+    return records_of(json.loads(text))
+
+
+def write_docs_figures(results: Path, out: Path) -> list[Path]:
+    """Draw every chart of :data:`DOCS_FIGURES` from the JSON in ``results`` into ``out``."""
+    return [
+        plot(
+            collect_series(
+                [r for name in figure.sources for r in read_records(results / name)],
+                figure.metric,
+            ),
+            out / figure.png,
+            figure.metric,
+            figure.title,
+        )
+        for figure in DOCS_FIGURES
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line: plot the JSON record of a ``gpu-envs bench`` run."""
     parser = argparse.ArgumentParser(
         prog="python -m gpu_envs.benchmarks.plots", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("input", type=Path, help="JSON written by `gpu-envs bench ... --json`")
+    parser.add_argument(
+        "input", type=Path, help="JSON (or JSON lines) written by `gpu-envs bench ... --json`"
+    )
     parser.add_argument("output", type=Path, help="PNG file to write")
     parser.add_argument(
         "--metric",
@@ -175,8 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--title", help="chart title")
     args = parser.parse_args(argv)
     try:
-        document = json.loads(args.input.read_text(encoding="utf8"))
-        series = collect_series(records_of(document), args.metric)
+        series = collect_series(read_records(args.input), args.metric)
     except OSError as error:
         parser.error(f"cannot read {args.input}: {error.strerror}")
     except json.JSONDecodeError as error:
