@@ -142,6 +142,7 @@ class Trainer:
             self.timer,
             # the same draws on every rank: one pool state for the checkpoint
             make_pool(self.groups, config.opponents, tc.num_envs, tc.seed),
+            cuda_graphs=tc.cuda_graphs,
         )
         eval_cfg = config.evaluation
         self.evaluator = None
