@@ -59,7 +59,7 @@ class RlGamesVecEnv(IVecEnv):
         self._next_seed = int(seed)
 
     def reset(self) -> torch.Tensor:
-        """Reset every env; the [N, *obs_shape] observations."""
+        """Reset every env; the ``[N, *obs_shape]`` observations."""
         seed, self._next_seed = self._next_seed, None
         return self._core.reset(seed)
 

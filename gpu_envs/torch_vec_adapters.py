@@ -22,7 +22,7 @@ from gpu_envs.engine import KernelEnv
 class TorchVecStep(NamedTuple):
     """One step of the batch, every tensor on the env's device."""
 
-    #: [N, *obs_shape] float32, after the same-step reset of the envs that ended.
+    #: ``[N, *obs_shape]`` float32, after the same-step reset of the envs that ended.
     obs: torch.Tensor
     #: [N] float32 (whatever the env's reward dtype).
     rewards: torch.Tensor
@@ -31,7 +31,7 @@ class TorchVecStep(NamedTuple):
     truncated: torch.Tensor
     #: [N] bool: truncated and not terminated (the steps to bootstrap from a value estimate).
     time_outs: torch.Tensor
-    #: [N, *obs_shape]: the last observation of the episodes that ended, ``obs`` elsewhere.
+    #: ``[N, *obs_shape]``: the last observation of the episodes that ended, ``obs`` elsewhere.
     final_obs: torch.Tensor
     #: the env's own ``info`` dict.
     info: dict[str, Any]
@@ -116,13 +116,13 @@ class SameStepCore:
         return isinstance(self.action_space, gym.spaces.Discrete)
 
     def reset(self, seed: int | None = None) -> torch.Tensor:
-        """Reset every env (env ``i`` gets ``seed + i``); the [N, *obs_shape] observations."""
+        """Reset every env (env ``i`` gets ``seed + i``); the ``[N, *obs_shape]`` observations."""
         obs, _ = self.env.reset(seed=seed)
         return obs
 
     def env_actions(self, actions: torch.Tensor) -> torch.Tensor:
         """``actions`` as the env takes them: Discrete indices from [N] or [N, 1] (any numeric
-        dtype) as int64 [N]; Box values reshaped to [N, *shape] as float32 and clipped to the
+        dtype) as int64 [N]; Box values reshaped to ``[N, *shape]`` as float32 and clipped to the
         space's bounds (Gaussian policies sample outside them). They must be a tensor
         on the env's device (a library whose models sit elsewhere gets a clear error, not a copy).
         """
