@@ -87,6 +87,7 @@ def train(env: SkrlVecEnv, timesteps: int, rollouts: int = 32, **cfg):
             learning_rate_scheduler=KLAdaptiveLR,
             learning_rate_scheduler_kwargs={"kl_threshold": 0.008},
             time_limit_bootstrap=True,
+            experiment={"write_interval": 0, "checkpoint_interval": 0},  # no runs/ folder
             **cfg,
         ),
     )
