@@ -56,7 +56,16 @@ napoleon_numpy_docstring = False
 
 # The optional extras (sb3, torchrl, train) are mocked where they are not installed, so the site
 # builds from ``pip install -e ".[docs]"`` alone; installed, the real modules are documented.
-_OPTIONAL = ("stable_baselines3", "torchrl", "tensordict", "lightning", "tensorboard")
+_OPTIONAL = (
+    "stable_baselines3",
+    "torchrl",
+    "tensordict",
+    "lightning",
+    "tensorboard",
+    "rsl_rl",
+    "skrl",
+    "rl_games",
+)
 autodoc_mock_imports = [name for name in _OPTIONAL if importlib.util.find_spec(name) is None]
 
 # Type hints that name third-party classes the site does not link to: resolving them is not our job.

@@ -13,6 +13,10 @@ ADAPTERS = (
     "torchrl_joint_actions",
     "supersuit_flow",
     "benchmarl_task",
+    "torch_vec_adapters",
+    "rsl_rl_adapter",
+    "skrl_adapter",
+    "rl_games_adapter",
 )
 
 
