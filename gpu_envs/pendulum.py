@@ -170,6 +170,9 @@ class PendulumVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
 
     def render_frames(self) -> tuple[np.ndarray, ...]:
         """One 500x500 frame per env by gymnasium's Pendulum renderer (without the torque arrow)."""
+        from gpu_envs.rendering import quiet_sdl
+
+        quiet_sdl()
         from gymnasium.envs.classic_control.pendulum import PendulumEnv as GymPendulum
 
         renderer = GymPendulum(render_mode="rgb_array")

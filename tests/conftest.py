@@ -3,11 +3,14 @@
 import os
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
-# No hypothesis deadline anywhere: a per-example time limit fails on a loaded machine.
-settings.register_profile("no-deadline", deadline=None)
-settings.load_profile("no-deadline")
+# No hypothesis time limits anywhere (per-example deadline, slow-generation health check): they fail
+# on a loaded machine.
+settings.register_profile(
+    "no-time-limits", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("no-time-limits")
 
 CUDA_KERNELS_RUNNABLE = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 if not CUDA_KERNELS_RUNNABLE:

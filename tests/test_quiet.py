@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
 TESTS = Path(__file__).parent
 HEAVY = ("torch", "numba", "lightning")
@@ -48,8 +48,9 @@ def test_no_test_asserts_on_wall_clock_time():
     assert not offenders, "speed-dependent asserts:\n" + "\n".join(offenders)
 
 
-def test_hypothesis_has_no_deadline_by_default():
+def test_hypothesis_has_no_time_limits_by_default():
     assert settings.default.deadline is None
+    assert HealthCheck.too_slow in settings.default.suppress_health_check
 
 
 def test_mp4_without_imageio_ffmpeg_fails_before_any_work(tmp_path, monkeypatch):
