@@ -142,9 +142,11 @@ class CartPoleVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
         return np.array(state, dtype=np.float32)
 
     def render_frames(self) -> tuple[np.ndarray, ...]:
-        from gpu_envs.rendering import render_cartpole_frames
+        from gpu_envs.rendering import gymnasium_frames
 
-        return render_cartpole_frames(self.state.double().cpu().numpy())
+        return gymnasium_frames(
+            "gymnasium.envs.classic_control.cartpole:CartPoleEnv", self.state.double().cpu().numpy()
+        )
 
 
 class CartPoleEnv(SingleEnv):

@@ -115,15 +115,6 @@ class ClassicControlVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
 
     def render_frames(self) -> tuple[np.ndarray, ...]:
         """One frame per env by gymnasium's renderer of the game."""
-        import importlib
+        from gpu_envs.rendering import gymnasium_frames
 
-        module, name = self.renderer.split(":")
-        renderer = getattr(importlib.import_module(module), name)(render_mode="rgb_array")
-        try:
-            frames = []
-            for row in self.state.double().cpu().numpy():
-                renderer.state = row
-                frames.append(renderer.render())
-            return tuple(frames)
-        finally:
-            renderer.close()
+        return gymnasium_frames(self.renderer, self.state.double().cpu().numpy())

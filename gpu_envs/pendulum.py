@@ -170,20 +170,13 @@ class PendulumVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
 
     def render_frames(self) -> tuple[np.ndarray, ...]:
         """One 500x500 frame per env by gymnasium's Pendulum renderer (without the torque arrow)."""
-        from gpu_envs.rendering import quiet_sdl
+        from gpu_envs.rendering import gymnasium_frames
 
-        quiet_sdl()
-        from gymnasium.envs.classic_control.pendulum import PendulumEnv as GymPendulum
-
-        renderer = GymPendulum(render_mode="rgb_array")
-        try:
-            frames = []
-            for row in self.state.double().cpu().numpy():
-                renderer.state, renderer.last_u = row, None
-                frames.append(renderer.render())
-            return tuple(frames)
-        finally:
-            renderer.close()
+        return gymnasium_frames(
+            "gymnasium.envs.classic_control.pendulum:PendulumEnv",
+            self.state.double().cpu().numpy(),
+            last_u=None,
+        )
 
 
 class PendulumEnv(SingleEnv):

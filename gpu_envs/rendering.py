@@ -15,18 +15,24 @@ def quiet_sdl() -> None:
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 
 
-def render_cartpole_frames(states: np.ndarray) -> tuple[np.ndarray, ...]:
-    """One 600x400 RGB frame per row of ``states`` [n, 4], drawn by gymnasium's CartPole
-    renderer."""
-    quiet_sdl()
-    from gymnasium.envs.classic_control.cartpole import CartPoleEnv as GymCartPole
+def gymnasium_frames(
+    renderer: str, states: np.ndarray, **attributes: object
+) -> tuple[np.ndarray, ...]:
+    """One RGB frame per row of ``states``, drawn by the gymnasium env class ``"module:Class"``
+    with its ``state`` set to the row (and ``attributes`` set on it, e.g. Pendulum's
+    ``last_u=None``)."""
+    import importlib
 
-    renderer = GymCartPole(render_mode="rgb_array")
+    quiet_sdl()
+    module, name = renderer.split(":")
+    env = getattr(importlib.import_module(module), name)(render_mode="rgb_array")
     try:
         frames = []
         for row in states:
-            renderer.state = row
-            frames.append(renderer.render())
+            env.state = row
+            for key, value in attributes.items():
+                setattr(env, key, value)
+            frames.append(env.render())
         return tuple(frames)
     finally:
-        renderer.close()
+        env.close()

@@ -65,8 +65,9 @@ def test_mp4_without_imageio_ffmpeg_fails_before_any_work(tmp_path, monkeypatch)
 def test_rendering_prints_no_sdl_audio_noise():
     pytest.importorskip("pygame")
     code = (
-        "import numpy as np\nfrom gpu_envs.rendering import render_cartpole_frames\n"
-        "assert len(render_cartpole_frames(np.zeros((2, 4)))) == 2"
+        "import numpy as np\nfrom gpu_envs.rendering import gymnasium_frames\n"
+        "cartpole = 'gymnasium.envs.classic_control.cartpole:CartPoleEnv'\n"
+        "assert len(gymnasium_frames(cartpole, np.zeros((2, 4)))) == 2"
     )
     unset = ("XDG_RUNTIME_DIR", "SDL_VIDEODRIVER", "DISPLAY", "WAYLAND_DISPLAY")
     env = {k: v for k, v in os.environ.items() if k not in unset}
