@@ -176,7 +176,8 @@ def test_checkpoint_with_the_gaussian_head_resumes_weights_and_adam_state(tmp_pa
 def test_pendulum_preset_learns_to_the_stop_value(tmp_path):
     from gpu_envs.trainers.fabric_loop import train
 
-    overrides = ["trainer.progress_bar=false", f"saving.basedir={tmp_path}"]  # the preset as shipped
+    # the preset as shipped
+    overrides = ["trainer.progress_bar=false", f"saving.basedir={tmp_path}"]
     summary = train(RunConfig.from_dict(apply_overrides(preset("pendulum"), overrides)))
     assert summary["best_eval"] >= -250.0
     assert summary["env_steps"] < 600_000  # stopped at the stop value, well before the budget
