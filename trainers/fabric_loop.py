@@ -37,7 +37,7 @@ import torch
 
 from gpu_envs.trainers import checkpoint as ckpt
 from gpu_envs.trainers import console, curves, learner, run_control
-from gpu_envs.trainers.config import RunConfig
+from gpu_envs.trainers.config import ConfigError, RunConfig
 from gpu_envs.trainers.evaluation import Evaluator, record_video
 from gpu_envs.trainers.experiment import Experiment, NullExperiment, experiment_root, fresh_root
 from gpu_envs.trainers.games import make_game
@@ -101,8 +101,11 @@ def resolve_resume(config: RunConfig, resume) -> tuple[Path | None, Path]:
         path = found
     root = path.parent.parent if path.parent.name == "ckpt" else root
     status = run_control.read_status(root)
-    saved = ckpt.load_checkpoint(path)["config"]
-    if status["status"] == "finished" and run_control.same_config(saved, config.to_dict()):
+    try:  # through the schema: fields added since the checkpoint take their defaults
+        saved = RunConfig.from_dict(ckpt.load_checkpoint(path)["config"]).to_dict()
+    except ConfigError:
+        saved = None
+    if status["status"] == "finished" and run_control.same_config(saved or {}, config.to_dict()):
         raise ckpt.CheckpointError(
             f"--resume: the run in {root} is finished ({status.get('reason', 'done')} at "
             f"iteration {status.get('iteration', '?')}); there is nothing to resume. Continue "
