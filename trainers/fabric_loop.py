@@ -267,9 +267,8 @@ class Trainer:
                         self._save(saved_path)
                     progress.advance(self.iteration, self.env_step, self.last_returns)
                     if reached or interrupted:
-                        signal_name = (
-                            (stop_request.signal_name or "SIGTERM") if interrupted else None
-                        )
+                        if interrupted and not (last or reached):  # else the run is complete
+                            signal_name = stop_request.signal_name or "SIGTERM"  # another rank's
                         break
             finally:
                 progress.close()
