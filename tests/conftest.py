@@ -63,3 +63,14 @@ def assert_matches_cpu():
 @pytest.fixture
 def assert_envs_match():
     return _assert_envs_match
+
+
+@pytest.fixture
+def one_thread():
+    """torch on one thread for the test (training tests: a 2-core machine, reproducible)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -54,14 +54,6 @@ def train(env: RslRlVecEnv, cfg: dict, iterations: int):
     return act
 
 
-@pytest.fixture
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 # ----------------------------------------------------------------------------- learning
 @pytest.mark.slow
 def test_ppo_learns_cartpole_as_on_gymnasiums(one_thread):

@@ -111,14 +111,6 @@ def train(env: SkrlVecEnv, timesteps: int, rollouts: int = 32, **cfg):
     return act
 
 
-@pytest.fixture
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 # ----------------------------------------------------------------------------- learning
 @pytest.mark.slow
 def test_ppo_learns_cartpole_as_on_gymnasiums(one_thread):
