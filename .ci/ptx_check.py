@@ -19,7 +19,7 @@ from gpu_envs.cartpole import CartPoleVectorEnv
 from gpu_envs.kernels import cuda as cuda_drivers
 from gpu_envs.mountain_car import MountainCarContinuousVectorEnv, MountainCarVectorEnv
 from gpu_envs.pendulum import PendulumVectorEnv
-from gpu_envs.tag import TagVectorEnv
+from gpu_envs.tag import TagEnv
 
 COMPUTE_CAPABILITIES = [(8, 0), (9, 0)]
 ENVS = [
@@ -32,7 +32,7 @@ ENVS = [
         for game in (AcrobotVectorEnv, MountainCarVectorEnv, MountainCarContinuousVectorEnv)
         for dtype in (torch.float32, torch.float64)
     ),
-    lambda: TagVectorEnv(2, use_full_observation=False, num_other_agents_observed=3),
+    lambda: TagEnv(2, use_full_observation=False, num_other_agents_observed=3),
 ]
 
 

@@ -27,7 +27,6 @@ _LAZY = {
     "PendulumVectorEnv": "gpu_envs.pendulum",
     "RecordEpisodeStatistics": "gpu_envs.wrappers",
     "TagEnv": "gpu_envs.tag",
-    "TagVectorEnv": "gpu_envs.tag",
 }
 __all__ = [*_LAZY, "tag_v0"]
 __version__ = "0.1.0"

@@ -45,8 +45,14 @@ TEAMS = ("tagger", "runner")
 
 
 # ------------------------------------------------------------------------------------- the env
-class TagVectorEnv(KernelEnv):
+class TagEnv(KernelEnv):
     """``num_envs`` games of Tag stepped together on ``device`` (see the module docstring).
+
+    Batched: every method works on all ``num_envs`` games at once (``reset`` and ``step`` take and
+    return tensors with a leading ``num_envs`` axis), so this is not a single-game env and not a
+    gymnasium ``VectorEnv``. The single-game faces are PettingZoo's ``gpu_envs.tag_v0`` (one game
+    as a ``ParallelEnv``) and the gymnasium ``gpu_envs.tag_gym.TagGymVectorEnv`` (``gym.make_vec``
+    of "gpu_envs/Tag-v0": the (game, agent) pairs as single-agent rows).
 
     Args:
         num_envs: number of games.
@@ -257,7 +263,7 @@ class TagVectorEnv(KernelEnv):
 
     def fetch_episode_states(
         self,
-        policy: Callable[[torch.Tensor, TagVectorEnv], Any] | None = None,
+        policy: Callable[[torch.Tensor, TagEnv], Any] | None = None,
         *,
         seed: int = 0,
         steps: int | None = None,
@@ -276,7 +282,7 @@ class TagVectorEnv(KernelEnv):
         """
         if steps is not None and (not is_int(steps) or steps < 0):
             raise ValueError(f"steps must be an int >= 0 or None, got {steps!r}")
-        env = TagVectorEnv(
+        env = TagEnv(
             1, self.device, autoreset_mode=AutoresetMode.DISABLED, **dataclasses.asdict(self.params)
         )
         generator = torch.Generator().manual_seed(int(seed))
@@ -320,7 +326,3 @@ class TagVectorEnv(KernelEnv):
         return render_tag_frames(
             self.state, self.num_taggers, self.params.grid_length, self.episode_length
         )
-
-
-#: The name of earlier releases.
-TagEnv = TagVectorEnv

@@ -62,7 +62,7 @@ except ImportError as error:  # pragma: no cover - depends on the installation
 
 from gpu_envs.cartpole import CartPoleVectorEnv
 from gpu_envs.engine import KernelEnv
-from gpu_envs.tag import TEAMS, TagEnv, TagVectorEnv
+from gpu_envs.tag import TEAMS, TagEnv
 from gpu_envs.validation import per_env_seeds
 
 
@@ -297,7 +297,7 @@ class TagTorchRLEnv(_BatchedTorchRLEnv):
         **params: the SPEC-tag.md parameters (see ``gpu_envs.tag.TagParams``).
     """
 
-    batched_env: TagVectorEnv
+    batched_env: TagEnv
 
     def __init__(
         self,

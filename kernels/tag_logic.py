@@ -521,7 +521,7 @@ def finalize_reward(a, rewards, tag_count, active, at_end, float_consts, int_con
 
 
 # --------------------------------------------------------------------------------- one env's step
-#: The kernels' arguments (``envs``): the buffers of ``TagVectorEnv.buffer_layout`` in order, the
+#: The kernels' arguments (``envs``): the buffers of ``TagEnv.buffer_layout`` in order, the
 #: actions, the constants (``acc_table``, ``turn_table``, ``start_state``, ``start_given``,
 #: ``float_consts``, ``int_consts``) and the autoreset setting.
 KernelArgs = collections.namedtuple(

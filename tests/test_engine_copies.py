@@ -10,7 +10,7 @@ import torch
 
 from gpu_envs.cartpole import CartPoleVectorEnv
 from gpu_envs.pendulum import PendulumVectorEnv
-from gpu_envs.tag import TagVectorEnv
+from gpu_envs.tag import TagEnv
 
 GAMES = {
     "cartpole": (
@@ -22,7 +22,7 @@ GAMES = {
         lambda g: torch.rand((6, 1), generator=g) * 4 - 2,
     ),
     "tag": (
-        lambda: TagVectorEnv(
+        lambda: TagEnv(
             3,
             num_runners=4,
             episode_length=12,
@@ -99,7 +99,7 @@ def test_buffers_larger_than_free_memory_are_refused_before_allocating(monkeypat
     free_pages = {"SC_PAGE_SIZE": 4096, "SC_AVPHYS_PAGES": 256}  # 1 MiB free
     monkeypatch.setattr(engine.os, "sysconf", lambda name: free_pages[name])
     with pytest.raises(ValueError, match=r"GiB of buffers on cpu, but only 0.00 GiB are free"):
-        TagVectorEnv(
+        TagEnv(
             64,
             num_runners=100,
             num_taggers=5,

@@ -24,7 +24,7 @@ from gymnasium.vector import AutoresetMode
 from gpu_envs import devices
 from gpu_envs.cartpole import CartPoleVectorEnv
 from gpu_envs.pendulum import PendulumVectorEnv
-from gpu_envs.tag import TagVectorEnv
+from gpu_envs.tag import TagEnv
 
 pytestmark = pytest.mark.cudasim
 assert_same = faces.assert_same  # the fixture
@@ -40,7 +40,7 @@ MAKE = {
     "pendulum": lambda device, **kw: PendulumVectorEnv(
         3, device, dtype=torch.float64, max_episode_steps=3, **kw
     ),
-    "tag": lambda device, **kw: TagVectorEnv(2, device, **faces.TAG, **kw),
+    "tag": lambda device, **kw: TagEnv(2, device, **faces.TAG, **kw),
 }
 #: game -> (keywords, reset options that change the constants the kernels read). Tag's "fixed"
 #: reset mode draws the shared start state at the seeded reset and copies it as a constant.
@@ -59,7 +59,7 @@ def make(game: str, device: str):
 
 def actions_of(env, rng: np.random.Generator) -> torch.Tensor:
     """Random valid actions for one step of ``env``, on its device."""
-    batch = (env.num_envs, env.num_agents) if isinstance(env, TagVectorEnv) else (env.num_envs,)
+    batch = (env.num_envs, env.num_agents) if isinstance(env, TagEnv) else (env.num_envs,)
     return torch.from_numpy(faces.sample_actions(rng, env.single_action_space, batch)).to(
         env.device
     )

@@ -1,7 +1,7 @@
 """Tag's CUDA branch (one block per game, a thread per agent) against the CPU backend, through the
 env.
 
-Runs ``TagVectorEnv(device="cuda")`` under ``NUMBA_ENABLE_CUDASIM=1`` (set before Python starts):
+Runs ``TagEnv(device="cuda")`` under ``NUMBA_ENABLE_CUDASIM=1`` (set before Python starts):
 the simulator runs the kernels' threads, barriers and atomics, and every buffer must equal the CPU
 env's bit for bit. On a real GPU floats may differ in the last bits (FMA contraction, libdevice), so
 there this test compares within a tolerance (the parity checker classifies the near-ties).
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from gpu_envs.kernels import cuda as cuda_driver
-from gpu_envs.tag import TagVectorEnv
+from gpu_envs.tag import TagEnv
 
 pytestmark = pytest.mark.cudasim
 
@@ -36,7 +36,7 @@ SMALL = dict(
 def pair(monkeypatch, threads, **params):
     if threads is not None:  # fewer threads than agents: each thread loops over several agents
         monkeypatch.setattr(cuda_driver, "MAX_THREADS_PER_AGENT_BLOCK", threads)
-    return TagVectorEnv(NUM_ENVS, "cpu", **params), TagVectorEnv(NUM_ENVS, "cuda", **params)
+    return TagEnv(NUM_ENVS, "cpu", **params), TagEnv(NUM_ENVS, "cuda", **params)
 
 
 @pytest.mark.parametrize(
@@ -117,4 +117,4 @@ def test_out_of_range_action_is_flagged_not_read(monkeypatch):
 
 def test_too_many_agents_for_shared_memory_is_a_clear_error():
     with pytest.raises(ValueError, match="shared memory"):
-        TagVectorEnv(1, "cuda", num_runners=5000)
+        TagEnv(1, "cuda", num_runners=5000)
