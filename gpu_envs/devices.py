@@ -92,12 +92,6 @@ def kernel_view(tensor: torch.Tensor):
     return cuda.as_cuda_array(tensor.detach())
 
 
-def as_uint64_view(tensor: torch.Tensor):
-    """Zero-copy uint64 view of an int64 tensor (torch has no uint64 arithmetic, the kernels need
-    it)."""
-    return kernel_view(tensor).view(np.uint64)
-
-
 def launch_stream(device: torch.device):
     """The numba stream matching torch's current stream on ``device`` (the simulator's default
     stream for a simulated device), made once per torch stream and device (every device's default

@@ -6,12 +6,11 @@ category indices for MultiDiscrete heads, float32 Gaussian draws ``mean + std * 
 draw's). The Numba sampler (CPU only) draws with the counter-based RNG of ``gpu_envs.kernels.rng``:
 draw ``b * H + h`` (two draws ``2 * (b * H + h)`` and the next for a Gaussian) of call ``counter``
 of stream ``seed``, so its results depend on nothing else.
-``time_samplers`` measures both; the trainer uses the one named in ``trainer.action_sampler``.
+The trainer uses the one named in ``trainer.action_sampler`` (:func:`make_sampler`).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -96,17 +95,3 @@ def make_sampler(name: str, seed: int, device: torch.device):
     if name == "auto":
         name = "numba" if device.type == "cpu" else "torch"
     return SAMPLERS[name](seed)
-
-
-def time_samplers(batch: int, nvec: Sequence[int], repeats: int = 200) -> dict[str, float]:
-    """Microseconds per call of each sampler on random logits [batch, sum(nvec)] (CPU)."""
-    logits = torch.randn(batch, sum(nvec))
-    results = {}
-    for name, kind in SAMPLERS.items():
-        sampler = kind(0)
-        sampler(logits, nvec)  # compile / warm up
-        start = time.perf_counter()
-        for _ in range(repeats):
-            sampler(logits, nvec)
-        results[name] = (time.perf_counter() - start) / repeats * 1e6
-    return results
