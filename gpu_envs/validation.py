@@ -21,7 +21,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from gpu_envs.kernels import autoreset
-from gpu_envs.kernels.host import any_out_of_range
+from gpu_envs.kernels.action_check import any_out_of_range
 
 _WIDE_UNSIGNED = frozenset({torch.uint16, torch.uint32, torch.uint64})
 _INTEGER_DTYPES = frozenset(

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch.distributions import Categorical
 
-from gpu_envs.kernels.host import sample_categorical, sample_normal
+from gpu_envs.kernels.samplers import sample_categorical, sample_normal
 from gpu_envs.trainers.policy import action_dtype, gaussian_parameters, is_continuous
 
 

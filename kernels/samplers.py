@@ -1,22 +1,11 @@
-"""njit kernels the host code calls on CPU arrays: the range check of integer actions and the
-trainers' action samplers (counter-based draws from :mod:`gpu_envs.kernels.rng`, so a sample depends
-only on its seed, call counter and position)."""
+"""The trainers' action samplers as njit kernels on CPU arrays (used by
+:mod:`gpu_envs.trainers.sampling`): counter-based draws from :mod:`gpu_envs.kernels.rng`, so a
+sample depends only on its seed, call counter and position."""
 
 import numba
 import numpy as np
 
 from gpu_envs.kernels.rng import uniform01
-
-
-@numba.njit(cache=True)
-def any_out_of_range(values, upper):
-    """Whether any ``values[r, h]`` lies outside ``[0, upper[h]]``."""
-    bad = False
-    for head in range(values.shape[1]):
-        high = upper[head]
-        for row in range(values.shape[0]):
-            bad |= (values[row, head] < 0) | (values[row, head] > high)
-    return bad
 
 
 @numba.njit(cache=True)
