@@ -145,12 +145,14 @@ def test_the_notebooks_cells_run_end_to_end(tmp_path, capsys):
         block = lines[-1][tag]
         assert block["Mean (norm.) advantages"] == block["Mean advantages"] != 0.0
     assert sorted(p.name for p in (root / "ckpt").iterdir()) == [
+        "ckpt_best.pth.tar",  # the core's evaluation, as under gpu-envs train
         "iteration_3.pth.tar",  # model_params_save_freq
         "iteration_4.pth.tar",  # the last iteration
     ]
     assert f"Saving the checkpoint to the file '{root / 'ckpt' / 'iteration_4.pth.tar'}'" in out
     assert "Policy 'runner' network" in (root / "log/learner/learner_logger.txt").read_text()
     assert any((root / "log/serial").glob("events.out.tfevents.*"))
+    assert json.loads((root / "run_status.json").read_text())["status"] == "finished"
     assert "charts/SPS" in (root / "log/csv/version_0/metrics.csv").read_text()
 
     # The last checkpoint holds the trained weights, and the CLI's loader plays them.

@@ -183,11 +183,11 @@ def test_fabric_run_with_mixed_precision_is_a_clear_error(monkeypatch):
 
 
 def test_train_clock_stands_still_while_paused(monkeypatch):
-    from gpu_envs.trainers import fabric_loop
+    from gpu_envs.trainers import timing
 
     now = [100.0]
-    monkeypatch.setattr(fabric_loop.time, "perf_counter", lambda: now[0])
-    clock = fabric_loop.TrainClock()
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: now[0])
+    clock = timing.TrainClock()
     clock.previous = 5.0  # seconds before a resume
     clock.start()
     now[0] = 102.0

@@ -1,10 +1,10 @@
 """Console output: the start banner, a compact line per policy or the original framework's
 blocks, and the progress (a bar on a terminal, plain lines otherwise).
 
-``policy_block`` and ``speed_block`` return the ``name : value`` lines (40-character names) that
-the original printed every ``metrics_log_freq`` iterations (``saving.console: blocks``); the same
-dicts go to results.json. ``compact_line`` is the default console form of the same window.
-``SpeedWindow`` gathers the speed block's inputs over the iterations between two prints.
+``policy_block`` (and ``timing.SpeedMeter.block``) return the ``name : value`` lines
+(40-character names) that the original printed every ``metrics_log_freq`` iterations
+(``saving.console: blocks``); the same dicts go to results.json. ``compact_line`` is the default
+console form of the same window.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import time
 
 from gpu_envs.trainers.metrics import IterationRecord, episode_summary
 from gpu_envs.trainers.rollout import PolicyGroup
-from gpu_envs.trainers.timing import PHASES
 
 RULE = "=" * 40
 #: What the console prints for an episode statistic of a window in which no episode ended (the
 #: block holds None there: results.json writes null).
 NO_EPISODE = "no episode ended in this window"
+SPEED_TITLE = "Speed performance stats"
 
 
 def policy_block(
@@ -66,34 +66,13 @@ def policy_block(
     return values
 
 
-def speed_block(
-    iteration: int,
-    num_iterations: int,
-    iterations: int,
-    phase_ms: dict[str, float],
-    total_ms: float,
-    env_steps: int,
-    agent_steps: int,
-) -> dict:
-    """Mean ms per iteration of each phase and env-/agent-steps per second over the last
-    ``iterations`` iterations (``env_steps``/``agent_steps`` taken in them, ``total_ms`` spent)."""
-    seconds = total_ms / 1000.0
-    return {
-        "Iteration": f"{iteration} / {num_iterations}",
-        "Mean policy eval time per iter (ms)": phase_ms["policy_eval"] / max(iterations, 1),
-        "Mean action sample time per iter (ms)": phase_ms["action_sampling"] / max(iterations, 1),
-        "Mean env. step time per iter (ms)": phase_ms["env_step"] / max(iterations, 1),
-        "Mean training time per iter (ms)": phase_ms["training"] / max(iterations, 1),
-        "Mean total time per iter (ms)": total_ms / max(iterations, 1),
-        "Mean env-steps per sec (total)": env_steps / seconds if seconds else float("nan"),
-        "Mean agent-steps per sec (total)": agent_steps / seconds if seconds else float("nan"),
-    }
-
-
-def format_blocks(blocks: dict[str, dict], speed: dict) -> str:
-    """Every policy's block (``blocks``: tag -> ``policy_block``), then the speed block."""
+def format_blocks(blocks: dict[str, dict], speed: dict | None) -> str:
+    """Every policy's block (``blocks``: tag -> ``policy_block``), then the speed block (if
+    given)."""
     parts = [format_block(f"Metrics for policy '{tag}'", block) for tag, block in blocks.items()]
-    return "\n".join([*parts, format_block("Speed performance stats", speed)])
+    if speed is not None:
+        parts.append(format_block(SPEED_TITLE, speed))
+    return "\n".join(parts)
 
 
 def format_block(title: str, values: dict) -> str:
@@ -107,52 +86,6 @@ def format_block(title: str, values: dict) -> str:
             text = f"{value:10.5f}" if isinstance(value, float) else f"{value:>10}"
         lines.append(f"{name:40}: {text}")
     return "\n".join(lines)
-
-
-class SpeedWindow:
-    """The speed block's inputs over the iterations since the last ``block()``: their phase times,
-    their agent steps and the wall time from the start of the first (``begin()``)."""
-
-    def __init__(self) -> None:
-        self._reset()
-
-    def _reset(self) -> None:
-        self._start: float | None = None
-        self._iterations = 0
-        self._agent_steps = 0.0
-        self._phase_ms = dict.fromkeys(PHASES, 0.0)
-
-    def begin(self) -> None:
-        """An iteration starts: the window's clock starts with its first."""
-        if self._start is None:
-            self._start = time.perf_counter()
-
-    def add(self, phase_ms: dict[str, float], agent_steps: float) -> None:
-        """An iteration ended, having spent ``phase_ms`` and taken ``agent_steps``."""
-        for name, ms in phase_ms.items():
-            self._phase_ms[name] += ms
-        self._iterations += 1
-        self._agent_steps += agent_steps
-
-    def collect_seconds(self) -> float:
-        """Seconds the window's iterations spent collecting (every phase but training)."""
-        return sum(ms for name, ms in self._phase_ms.items() if name != "training") / 1000.0
-
-    def block(self, iteration: int, num_iterations: int, steps_per_iteration: int) -> dict:
-        """``speed_block`` of the window (``steps_per_iteration`` env steps each); a new window
-        starts."""
-        total_ms = 1000.0 * (time.perf_counter() - (self._start or time.perf_counter()))
-        speed = speed_block(
-            iteration,
-            num_iterations,
-            self._iterations,
-            self._phase_ms,
-            total_ms,
-            steps_per_iteration * self._iterations,
-            int(self._agent_steps),
-        )
-        self._reset()
-        return speed
 
 
 def banner(run) -> str:

@@ -22,23 +22,19 @@
 A plain dict config is read as WarpDriveModule read it: the keys it leaves out take WarpDrive's
 defaults (``RunConfig`` with ``defaults: warpdrive``, unless the dict says otherwise).
 
-One epoch is one training iteration: the dataloader yields a single placeholder item, and
-``training_step`` runs the Fabric trainer's iteration with the same pieces: the rollout
-(``rollout.Collector``), then ``learner.learn`` (every policy's PPO or A2C update, with its own
-optimizer through Lightning's manual optimisation, and the divergence check). Per-policy metrics go
-to ``self.log`` under the notebook's names (``<policy>/<name>``) and CleanRL's
-(``metrics.cleanrl_metrics``) every iteration. Every ``saving.metrics_log_freq`` iterations they
-are printed as the notebook's blocks and written to the experiment folder
-``<saving.basedir>/<saving.name>/<saving.tag>`` (the Fabric trainer's layout:
-``experiment.Experiment``), which also gets a checkpoint every ``saving.model_params_save_freq``
-iterations and at the last. One device (``devices=1``), 32-bit precision; for several GPUs use
-the Fabric trainer (``gpu_envs.trainers.fabric_loop``).
+A thin adapter of the training core (``core.TrainingRun``, what ``gpu-envs train`` drives too):
+one epoch is one ``TrainingRun.iterate`` (rollout, every policy's PPO or A2C update through
+Lightning's manual optimisation, evaluation, logs and checkpoints when due); the dataloader yields
+a single placeholder item. Every scalars point also goes to ``self.log`` under CleanRL's names and
+the notebook's (``<policy>/<name>``); the metric blocks print every ``saving.metrics_log_freq``
+iterations (``verbose``); the experiment folder ``<saving.basedir>/<saving.name>/<saving.tag>``
+is the Fabric trainer's. One device (``devices=1``), 32-bit precision; for several GPUs use the
+Fabric trainer (``gpu_envs.trainers.fabric_loop``).
 """
 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -50,17 +46,14 @@ from torch.utils.data import DataLoader
 
 from gpu_envs.tag import TagEnv
 from gpu_envs.tag_rendering import animate_episode, save_animation
-from gpu_envs.trainers import checkpoint as ckpt
-from gpu_envs.trainers import console, learner
+from gpu_envs.trainers import console
 from gpu_envs.trainers.config import ConfigError, RunConfig
-from gpu_envs.trainers.experiment import Experiment, experiment_root, fresh_root
+from gpu_envs.trainers.core import REACHED, TrainingRun
 from gpu_envs.trainers.games import TagGame
-from gpu_envs.trainers.metrics import IterationRecord, MetricsWindow, cleanrl_metrics
-from gpu_envs.trainers.opponents import make_pool
-from gpu_envs.trainers.policy import greedy_actions, make_network
-from gpu_envs.trainers.rollout import Collector, PolicyGroup, agent_index
-from gpu_envs.trainers.sampling import TorchSampler, make_sampler
-from gpu_envs.trainers.timing import PhaseTimer
+from gpu_envs.trainers.policy import greedy_actions
+from gpu_envs.trainers.rollout import Collector
+from gpu_envs.trainers.sampling import TorchSampler
+from gpu_envs.trainers.timing import SpeedMeter
 
 
 def _check_agent_map(agent_map: dict[str, list[int]], tags: list[str], num_agents: int) -> None:
@@ -100,7 +93,7 @@ def _check_agent_map(agent_map: dict[str, list[int]], tags: list[str], num_agent
 
 class TagLightningModule(pl.LightningModule):
     """The env and one actor-critic per policy, trained by Lightning's ``Trainer`` (one epoch =
-    one iteration).
+    one iteration of ``core.TrainingRun``).
 
     Args:
         env: the batched ``gpu_envs.TagEnv`` (NEXT_STEP autoreset); its device is where rollouts and
@@ -133,79 +126,70 @@ class TagLightningModule(pl.LightningModule):
         if not isinstance(env, TagEnv):
             raise TypeError(f"env must be a gpu_envs.TagEnv, got {type(env).__name__}")
         tc = self.run_config.trainer
-        self.game = TagGame(env)
-        if self.game.num_envs != tc.num_envs:
+        game = TagGame(env)
+        if game.num_envs != tc.num_envs:
             raise ConfigError(
-                f"trainer.num_envs is {tc.num_envs} but the env runs {self.game.num_envs} games"
+                f"trainer.num_envs is {tc.num_envs} but the env runs {game.num_envs} games"
             )
         tags = list(self.run_config.policy)
-        agent_map = policy_tag_to_agent_id_map or self.game.default_agent_map(tags)
-        _check_agent_map(agent_map, tags, self.game.num_agents)
+        agent_map = policy_tag_to_agent_id_map or game.default_agent_map(tags)
+        _check_agent_map(agent_map, tags, game.num_agents)
         self.verbose = verbose
-
         pl.seed_everything(tc.seed, verbose=verbose)
-        nvec = self.game.action_nvec
-        self.policies = torch.nn.ModuleDict(
-            {
-                tag: make_network(self.game.obs_dim, nvec, self.run_config.policy[tag], tag)
-                for tag in tags
-            }
+        self.run = TrainingRun(
+            self.run_config,
+            env.device,
+            game=game,
+            agent_map=agent_map,
+            log_scalars=self._log_to_lightning,
         )
-        self.groups = [
-            PolicyGroup(
-                tag,
-                self.run_config.policy[tag],
-                self.policies[tag],
-                self.policies[tag],
-                None,  # Lightning makes the optimizers: attached when training starts
-                agent_index(list(agent_map[tag]), env.device),
-                len(agent_map[tag]),
-            )
-            for tag in tags
-        ]
-        self.timer = PhaseTimer(env.device)
-        self.sampler = make_sampler(tc.action_sampler, tc.seed, env.device)
-        self.collector: Collector | None = Collector(
-            self.game,
-            self.groups,
-            tc.num_steps,
-            self.sampler,
-            self.timer,
-            make_pool(self.groups, self.run_config.opponents, tc.num_envs, tc.seed),
-        )
-        self.window = MetricsWindow(tags, len(nvec))
+        self.run.say = self.print if verbose else _silent
+        self.run.console = "blocks" if verbose else "none"
+        self.run.speed_in_blocks = False  # PerfStatsCallback prints the speed block
+        self.policies = torch.nn.ModuleDict({g.tag: g.module for g in self.run.groups})
+        self._closed = False
+        self._why: str | None = None
 
-        self.steps_per_iteration = tc.num_steps * tc.num_envs
-        total = tc.total_timesteps or tc.num_episodes * self.game.episode_length
-        self.num_iterations = max(1, total // self.steps_per_iteration)
-        self.iteration = 0
-        self.env_step = 0
-        self.total_episodes = 0
-        self.last_record: IterationRecord | None = None
-        self.last_phase_ms: dict[str, float] = {}
-        self.experiment: Experiment | None = None
-        self._unprinted: list[IterationRecord] = []
-        self._speed = console.SpeedWindow()
-        self._train_start: float | None = None
+    # ------------------------------------------------------------------------------ the run's state
+    @property
+    def groups(self):
+        return self.run.groups
+
+    @property
+    def game(self):
+        return self.run.game
+
+    @property
+    def collector(self) -> Collector | None:
+        """The rollout (None once closed)."""
+        return None if self._closed else self.run.collector
+
+    @property
+    def iteration(self) -> int:
+        return self.run.iteration
+
+    @property
+    def env_step(self) -> int:
+        return self.run.env_step
+
+    @property
+    def num_iterations(self) -> int:
+        return self.run.num_iterations
 
     @property
     def training_batch_size(self) -> int:
         """Env steps per iteration (the notebook's ``wd_module.training_batch_size``)."""
-        return self.steps_per_iteration
+        return self.run.steps_per_iteration
 
     @property
     def num_iters(self) -> int:
         """Iterations of the run (the notebook's ``wd_module.num_iters``)."""
-        return self.num_iterations
+        return self.run.num_iterations
 
     # ------------------------------------------------------------------------------ Lightning hooks
     def configure_optimizers(self):
-        """One Adam per trained policy, in the config's policy order (frozen policies have none)."""
-        optimizers = [
-            learner.make_optimizer(self.policies[g.tag], g.config, self.device)
-            for g in self.groups
-            if g.config.to_train
-        ]
+        """The run's Adam of every trained policy, in the config's policy order."""
+        optimizers = [g.optimizer for g in self.run.groups if g.optimizer is not None]
         return optimizers or None
 
     def train_dataloader(self) -> DataLoader:
@@ -243,158 +227,67 @@ class TagLightningModule(pl.LightningModule):
                 "build the env on the Trainer's device (accelerator='cpu' with device='cpu', "
                 "accelerator='gpu' with device='cuda')"
             )
-        if self.experiment is None:
-            self.experiment = Experiment(
-                fresh_root(experiment_root(self.run_config)), self.run_config
-            )
-            self.experiment.log_models({g.tag: g.module for g in self.groups})
-            self._say(f"Saving the experiment to the folder '{self.experiment.root}'")
+        if self.run.experiment.root is None:
+            self.run.open_folder()
+            self._say(f"Saving the experiment to the folder '{self.run.root}'")
 
     def reset_envs(self) -> None:
-        """Attach Lightning's optimizers and choose every policy's gradient step (compiled with
-        ``trainer.compile``), compile the env's and the sampler's kernels, and reset every env
-        (env i gets seed + i)."""
-        collector = self._live_collector()
-        trained = [g for g in self.groups if g.config.to_train]
-        optimizers = self.optimizers() if trained else []
-        optimizers = optimizers if isinstance(optimizers, list) else [optimizers]
-        for group, optimizer in zip(trained, optimizers, strict=True):
-            group.optimizer = optimizer
-        tc = self.run_config.trainer
-        learner.make_steps(
-            self.groups, self.manual_backward, collector.buffers, self.game.action_nvec, tc.compile
-        )
-        collector.warm_up()
-        collector.reset(tc.seed)
-        self._train_start = time.perf_counter()
+        """Choose every policy's gradient step (compiled with ``trainer.compile``), compile the
+        env's and the sampler's kernels, and reset every env (env i gets seed + i)."""
+        self._live_collector()
+        self.run.compile_steps(self.manual_backward)
+        self.run.start()
 
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> None:
-        """One iteration: a rollout on the device, then every trained policy's PPO/A2C update;
-        the metrics, and when due the folder's logs and a checkpoint."""
+        """One iteration of the run: a rollout on the device, every trained policy's PPO/A2C
+        update, and what is due (evaluation, logs, checkpoint)."""
         del batch, batch_idx
-        collector = self._live_collector()
-        if collector.obs is None:
+        if self._live_collector().obs is None:
             raise RuntimeError(
                 "the envs were never reset: add CUDACallback(module=...) (or EnvResetCallback()) "
                 "to the Trainer's callbacks"
             )
-        self._speed.begin()
-        self.timer.reset()
-        self.iteration += 1
-        rollout = collector.collect()
-        with self.timer.phase("training"):
-            stats = learner.learn(self.groups, rollout, self.iteration, self.num_iterations)
-        self.env_step += self.steps_per_iteration
-        self.window.add(self.iteration, self.env_step, stats, collector)
-        (record,) = self.window.flush()  # the iteration's one device-to-host read
-        self.last_record, self.last_phase_ms = record, self.timer.totals_ms()
-        self.total_episodes += int(next(iter(record.policies.values()))["episode_count"])
-        self._speed.add(self.last_phase_ms, _agent_steps(record))
-        self._log_iteration(record)
-        if self.log_due():
-            self._log_window()
-        if (
-            self.iteration % self.run_config.saving.model_params_save_freq == 0
-            or self.is_last_iteration()
-        ):
-            self._write_checkpoint()
+        self._why = self.run.iterate(last=self._ends_here())
+        if self._why == REACHED:
+            self.trainer.should_stop = True
 
     def on_train_end(self) -> None:
-        """Every logged value of the folder on disk."""
-        if self.experiment is not None:
-            self.experiment.flush()
+        """The folder closed (every logged value on disk), its status and curves written."""
+        if self.run.experiment.root is None:
+            return
+        self.run.experiment.close()
+        if self._why is not None:  # else the run stopped in an error
+            self.run.finish(self._why)
 
-    def log_due(self) -> bool:
-        """Whether this iteration prints and writes the folder's logs: every
-        ``saving.metrics_log_freq`` iterations and the last one."""
-        return (
-            self.iteration % self.run_config.saving.metrics_log_freq == 0
-            or self.is_last_iteration()
-        )
-
-    def is_last_iteration(self) -> bool:
-        """This iteration is the run's last: the config's or the ``Trainer``'s ``max_epochs``."""
+    def _ends_here(self) -> bool:
+        """The iteration about to run is the run's last: the config's or the ``Trainer``'s
+        ``max_epochs``."""
         trainer = self.trainer
         last_epoch = (
             trainer.max_epochs is not None and trainer.current_epoch + 1 >= trainer.max_epochs
         )
-        return self.iteration == self.num_iterations or last_epoch
+        return self.iteration + 1 >= self.num_iterations or last_epoch
 
-    def _log_iteration(self, record: IterationRecord) -> None:
-        """``self.log`` every policy's metrics of this iteration (the blocks' names and CleanRL's);
-        a block's None (no episode ended) is left out."""
-        self._unprinted.append(record)
-        heads = len(self.game.action_nvec)
-        values = cleanrl_metrics([record], [g.tag for g in self.groups])
-        for group in self.groups:
-            block = console.policy_block(group, [record], heads)
-            values.update({f"{group.tag}/{name}": v for name, v in block.items() if v is not None})
+    def _log_to_lightning(self, metrics: dict, step: int, records: list) -> None:
+        """A scalars point of the run to ``self.log``: CleanRL's names, and for the iterations'
+        ``records`` the notebook's blocks (``<policy>/<name>``; a None, no episode ended, left
+        out)."""
+        values = dict(metrics)
+        if records:
+            heads = len(self.game.action_nvec)
+            for group in self.groups:
+                block = console.policy_block(group, records, heads)
+                values.update({f"{group.tag}/{k}": v for k, v in block.items() if v is not None})
         self.log_dict(values, on_step=True, on_epoch=False, batch_size=1)
-
-    def _log_window(self) -> None:
-        """The iterations since the last log point: the notebook's blocks (printed when
-        ``verbose``), the folder's logs and results.json, its TensorBoard and CSV loggers."""
-        records, self._unprinted = self._unprinted, []
-        heads = len(self.game.action_nvec)
-        blocks = {g.tag: console.policy_block(g, records, heads) for g in self.groups}
-        if self.verbose:
-            self.print(
-                "\n".join(
-                    console.format_block(f"Metrics for policy '{tag}'", block)
-                    for tag, block in blocks.items()
-                )
-            )
-        experiment = self.experiment
-        assert experiment is not None, "on_fit_start opens the folder"
-        collect_seconds = self._speed.collect_seconds()
-        speed = self._speed.block(self.iteration, self.num_iterations, self.steps_per_iteration)
-        experiment.log_window(
-            records,
-            blocks,
-            speed,
-            self.steps_per_iteration * len(records),
-            collect_seconds=collect_seconds,
-            total_episodes=self.total_episodes,
-            train_seconds=self._train_seconds(),
-        )
-        metrics = cleanrl_metrics(records, [g.tag for g in self.groups])
-        metrics["charts/SPS"] = speed["Mean env-steps per sec (total)"]
-        for logger in experiment.loggers:
-            logger.log_metrics(metrics, step=self.env_step)
-        self._say(f"Saving the results to the file '{experiment.root / 'results.json'}'")
-
-    def _train_seconds(self) -> float:
-        return 0.0 if self._train_start is None else time.perf_counter() - self._train_start
-
-    def _write_checkpoint(self) -> None:
-        """``ckpt/iteration_<N>.pth.tar`` in the folder, in the Fabric trainer's format (so
-        ``gpu-envs evaluate|render tag`` and ``load_policy`` read it)."""
-        experiment = self.experiment
-        assert experiment is not None, "on_fit_start opens the folder"
-        experiment.flush()  # the logs on disk reach at least as far as the checkpoint
-        rng = {"torch": torch.get_rng_state()}
-        if self.game.env.device.type == "cuda":
-            rng["cuda"] = torch.cuda.get_rng_state(self.game.env.device)
-        counters = {
-            "total_episodes": self.total_episodes,
-            "train_seconds": self._train_seconds(),
-            "evaluations": 0,
-        }
-        state = ckpt.training_state(
-            self, self.run_config, self.game.action_nvec, False, counters, -math.inf, [rng]
-        )
-        path = ckpt.iteration_path(experiment.ckpt_dir, self.iteration)
-        ckpt.save_checkpoint(state, path)
-        self._say(f"Saving the checkpoint to the file '{path}'")
 
     def _say(self, message: str) -> None:
         if self.verbose:
             self.print(f"[{self.game.env.device}]: {message}")
 
     def _live_collector(self) -> Collector:
-        if self.collector is None:
+        if self._closed:
             raise RuntimeError("TagLightningModule was closed; build a new module to train again")
-        return self.collector
+        return self.run.collector
 
     # ------------------------------------------------------------------------------ episodes
     @torch.no_grad()
@@ -449,14 +342,13 @@ class TagLightningModule(pl.LightningModule):
     def close(self) -> None:
         """Release the env's buffers and the rollout buffers (and CUDA's cached blocks), and close
         the experiment folder's logs."""
-        if self.collector is None:
+        if self._closed:
             return
+        self._closed = True
         self.game.close()
-        self.collector = None
         for group in self.groups:
             group.optimizer = group.step = None
-        if self.experiment is not None:
-            self.experiment.close()
+        self.run.experiment.close()
         if self.game.env.device.type == "cuda":
             torch.cuda.empty_cache()
         print(f"[{self.game.env.device}]: Trainer exits gracefully", flush=True)
@@ -466,8 +358,8 @@ class TagLightningModule(pl.LightningModule):
         self.close()
 
 
-def _agent_steps(record: IterationRecord) -> float:
-    return sum(p["agentstep_count"] for p in record.policies.values())
+def _silent(text: str) -> None:
+    """What a quiet module prints."""
 
 
 class EnvResetCallback(pl.Callback):
@@ -499,7 +391,8 @@ CUDACallback = EnvResetCallback
 
 
 class PerfStatsCallback(pl.Callback):
-    """Prints the speed block (ms per iteration per phase, env-steps/s, agent-steps/s) and logs it.
+    """Prints the speed block (ms per iteration per phase, env-steps/s, agent-steps/s) and logs it:
+    the run's own measure (``timing.SpeedMeter``) between two prints.
 
     Args:
         batch_size: env steps per iteration, as the notebook passes it
@@ -519,7 +412,7 @@ class PerfStatsCallback(pl.Callback):
         if log_freq is not None and log_freq < 1:
             raise ValueError(f"log_freq must be >= 1 or None, got {log_freq}")
         self.batch_size, self.num_iters, self.log_freq = batch_size, num_iters, log_freq
-        self._speed = console.SpeedWindow()
+        self._mark = None
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: TagLightningModule) -> None:
         for name, given, actual in (
@@ -533,10 +426,9 @@ class PerfStatsCallback(pl.Callback):
                     "pass the module's value or leave it out"
                 )
 
-    def on_train_batch_start(
-        self, trainer: pl.Trainer, pl_module: TagLightningModule, batch: Any, batch_idx: int
-    ) -> None:
-        self._speed.begin()
+    def on_train_start(self, trainer: pl.Trainer, pl_module: TagLightningModule) -> None:
+        run = pl_module.run
+        self._mark = run.speed.mark(run.iteration, run.agent_steps)
 
     def on_train_batch_end(
         self,
@@ -546,20 +438,20 @@ class PerfStatsCallback(pl.Callback):
         batch: Any,
         batch_idx: int,
     ) -> None:
-        record = pl_module.last_record
-        if record is None:
-            return
-        self._speed.add(pl_module.last_phase_ms, _agent_steps(record))
+        run = pl_module.run
+        last = pl_module.iteration >= pl_module.num_iterations or (
+            trainer.max_epochs is not None and trainer.current_epoch + 1 >= trainer.max_epochs
+        )
         due = (
-            pl_module.log_due()
+            pl_module.iteration % run.config.saving.metrics_log_freq == 0
             if self.log_freq is None
-            else (pl_module.iteration % self.log_freq == 0 or pl_module.is_last_iteration())
+            else pl_module.iteration % self.log_freq == 0
         )
-        if not due:
+        if self._mark is None or not (due or last):
             return
-        speed = self._speed.block(
-            pl_module.iteration, pl_module.num_iterations, pl_module.steps_per_iteration
-        )
+        mark = run.speed.mark(run.iteration, run.agent_steps)
+        speed = SpeedMeter.block(self._mark, mark, run.num_iterations, run.steps_per_iteration)
+        self._mark = mark
         values = {f"perf/{name}": value for name, value in speed.items()}
         values["charts/SPS"] = speed["Mean env-steps per sec (total)"]
         pl_module.log_dict(
@@ -568,4 +460,4 @@ class PerfStatsCallback(pl.Callback):
             on_epoch=False,
             batch_size=1,
         )
-        pl_module.print(console.format_block("Speed performance stats", speed))
+        pl_module.print(console.format_block(console.SPEED_TITLE, speed))

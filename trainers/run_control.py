@@ -7,6 +7,7 @@
   run is ``running``, ``interrupted`` or ``finished`` (and why), written atomically.
 - ``find_resumable(config)``: ``--resume`` without a path: the newest run of the same config
   under ``<basedir>/<name>/`` that is not finished (the most recently active).
+- ``resolve_resume(config, resume)``: what ``--resume`` names: a checkpoint and its folder.
 - ``resume_command(folder)``: the exact command that resumes a run.
 """
 
@@ -25,6 +26,7 @@ from typing import Any
 
 from gpu_envs.trainers import checkpoint as ckpt
 from gpu_envs.trainers.config import ConfigError, RunConfig, load_yaml
+from gpu_envs.trainers.experiment import experiment_root
 
 STATUS_FILE = "run_status.json"
 CONFIG_FILE = "total_config.yaml"
@@ -152,3 +154,42 @@ def resume_command(folder: Path) -> str:
     program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
     prefix = "gpu-envs train" if program == "gpu-envs" else "python -m gpu_envs.trainers.run"
     return f"{prefix} --resume {shlex.quote(str(folder))}"
+
+
+def resolve_resume(config: RunConfig, resume) -> tuple[Path | None, Path]:
+    """(checkpoint to resume from or None, experiment folder to write into).
+
+    ``resume``: None/False (new run), True (the config's own folder when ``saving.tag`` names
+    one, else the newest unfinished run of this config: ``find_resumable``), or a
+    path to a checkpoint file or an experiment folder. Of a
+    folder's checkpoints, the newest readable one is taken; newer damaged ones are skipped with a
+    warning. A finished run of the same config is refused (there is nothing left to train).
+    """
+    root = experiment_root(config)
+    if not resume:
+        return None, root
+    if resume is True:
+        path = root if config.saving.tag else find_resumable(config)
+    else:
+        path = Path(resume)
+    if path.is_dir():
+        folder = path / "ckpt" if (path / "ckpt").is_dir() else path
+        found = ckpt.latest_readable_checkpoint(folder)
+        if found is None:
+            raise ckpt.CheckpointError(
+                f"--resume {path}: no readable iteration_<N>.pth.tar checkpoint there"
+            )
+        path = found
+    root = path.parent.parent if path.parent.name == "ckpt" else root
+    status = read_status(root)
+    try:  # through the schema: fields added since the checkpoint take their defaults
+        saved = RunConfig.from_dict(ckpt.load_checkpoint(path)["config"]).to_dict()
+    except ConfigError:
+        saved = None
+    if status["status"] == "finished" and same_config(saved or {}, config.to_dict()):
+        raise ckpt.CheckpointError(
+            f"--resume: the run in {root} is finished ({status.get('reason', 'done')} at "
+            f"iteration {status.get('iteration', '?')}); there is nothing to resume. Continue "
+            "it with a longer run (--total-timesteps N) or start a new one without --resume"
+        )
+    return path, root
