@@ -8,12 +8,9 @@ import gpu_envs
 from gpu_envs.trainers.config import ConfigError, RunConfig, apply_overrides
 from gpu_envs.trainers.games import TagGame
 from gpu_envs.trainers.learner import NonFiniteError
-from gpu_envs.trainers.lightning_module import (
-    EnvResetCallback,
-    PerfStatsCallback,
-    TagLightningModule,
-)
+from gpu_envs.trainers.lightning_module import EnvResetCallback, TagLightningModule
 from gpu_envs.trainers.presets import preset
+from gpu_envs.trainers.warpdrive import PerfStatsCallback
 
 # 2 games of 10 steps, a rollout of 5 steps per game: two iterations (epochs) make one episode.
 # The tagger trains with PPO (2 epochs x 2 minibatches), the runner with the preset's A2C.

@@ -16,12 +16,8 @@ from gpu_envs.tag_rendering import render_episode
 from gpu_envs.trainers import console, load_policy
 from gpu_envs.trainers.config import RunConfig, load_yaml
 from gpu_envs.trainers.console import NO_EPISODE
-from gpu_envs.trainers.lightning_module import (
-    CUDACallback,
-    EnvResetCallback,
-    PerfStatsCallback,
-    TagLightningModule,
-)
+from gpu_envs.trainers.lightning_module import EnvResetCallback, TagLightningModule
+from gpu_envs.trainers.warpdrive import CUDACallback, PerfStatsCallback
 
 TUTORIAL = Path(__file__).resolve().parents[1] / "docs" / "tutorial-tag-lightning.md"
 

@@ -17,7 +17,7 @@ Shape (the original GPU framework's run config, plus PPO and evaluation fields w
 the schema: OmegaConf converts and checks the types (``"1e-3"`` is a float, ``"fast"`` is not)
 and refuses unknown keys, then each field's ``Rule`` (its range or choices) and the two rules
 between fields run. The keys the data leaves out take the dataclass defaults below, or with
-``defaults: warpdrive`` the original framework's (``presets.WARPDRIVE_DEFAULTS``), which also
+``defaults: warpdrive`` the original framework's (``warpdrive.WARPDRIVE_DEFAULTS``), which also
 reads its two keys we do not have (``trainer.num_gpus``, ``policy.<tag>.normalize_return``).
 Errors are ``ConfigError`` naming the field and the rule (``policy.runner.lr: must be > 0, got
 -1.0``). ``apply_overrides`` applies ``a.b.c=value``
@@ -48,7 +48,6 @@ from omegaconf.errors import (
 )
 
 from gpu_envs import games as games_registry
-from gpu_envs.trainers import presets
 
 
 class ConfigError(ValueError):
@@ -288,7 +287,7 @@ class RunConfig:
     """The game (or its env id); ``tag_continuous`` is the seed config's name for Tag."""
     defaults: str = ruled("gpu_envs", one_of(*DEFAULTS))
     """Where the keys the config leaves out take their values: ``gpu_envs``, the defaults of these
-    dataclasses, or ``warpdrive``, the original framework's (``presets.WARPDRIVE_DEFAULTS``: A2C,
+    dataclasses, or ``warpdrive``, the original framework's (``warpdrive.WARPDRIVE_DEFAULTS``: A2C,
     ``vf_loss_coeff`` 0.01, ``entropy_coeff`` 0.05, a constant learning rate, ...)."""
     env: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the game's env (the game checks them)."""
@@ -331,7 +330,9 @@ def _typed(data: Mapping[str, Any]) -> DictConfig:
     if not isinstance(data, Mapping):
         raise ConfigError(f"config: must be a mapping, got {type(data).__name__}")
     if data.get("defaults") == "warpdrive":
-        data = presets.with_warpdrive_defaults(_read_warpdrive_keys(data))
+        from gpu_envs.trainers import warpdrive
+
+        data = warpdrive.with_warpdrive_defaults(warpdrive.read_warpdrive_keys(data))
     try:
         with _named_errors():
             return OmegaConf.merge(OmegaConf.structured(RunConfig), data)
@@ -341,47 +342,6 @@ def _typed(data: Mapping[str, Any]) -> DictConfig:
             raise
         path, value = misplaced
         raise ConfigError(f"{path}: must be a mapping, got {value!r}") from None
-
-
-_SCHEDULED = ("lr", "vf_loss_coeff", "entropy_coeff")
-
-
-def _read_warpdrive_keys(data: Mapping[str, Any]) -> dict:
-    """``data`` with WarpDrive's keys we do not have read into ours: ``trainer.num_gpus`` is
-    ``trainer.devices``; ``normalize_return`` false is what we do (true is refused), and its
-    ``[[timestep, value], ...]`` schedules are refused by name."""
-    data = dict(data)
-    trainer = data.get("trainer")
-    if isinstance(trainer, Mapping) and "num_gpus" in trainer:
-        trainer = dict(trainer)
-        if "devices" in trainer:
-            raise ConfigError("trainer.num_gpus: WarpDrive's name for trainer.devices; give one")
-        trainer["devices"] = trainer.pop("num_gpus")
-        data["trainer"] = trainer
-    policies = data.get("policy")
-    if not isinstance(policies, Mapping):
-        return data
-    data["policy"] = dict(policies)
-    for tag, policy in policies.items():
-        if not isinstance(policy, Mapping):
-            continue
-        for key in _SCHEDULED:
-            value = policy.get(key)
-            if isinstance(value, list) and value and all(isinstance(v, list) for v in value):
-                raise ConfigError(
-                    f"policy.{tag}.{key}: must be a number; WarpDrive's [[timestep, value], ...] "
-                    f"schedules are not supported (anneal_lr: true anneals the learning rate "
-                    f"linearly to 0), got {value!r}"
-                )
-        if "normalize_return" in policy:
-            policy = dict(policy)
-            if policy.pop("normalize_return") is not False:
-                raise ConfigError(
-                    f"policy.{tag}.normalize_return: must be false (the returns are not "
-                    "normalised; normalize_advantage normalises the advantages)"
-                )
-            data["policy"][tag] = policy
-    return data
 
 
 def _check_rules(node: Any, path: str) -> None:

@@ -1,19 +1,15 @@
 """Bundled run configs: ``cartpole``, ``pendulum``, ``acrobot``, ``mountaincar`` and
 ``mountaincar-continuous`` (tuned for fast CPU learning, each game's default preset, see
 ``gpu_envs.games``), ``tag`` (the seed config) and ``tag-selfplay`` (both Tag teams learn, fast on
-a CPU); and the original GPU framework's defaults.
+a CPU).
 
 Each preset is plain data in the ``RunConfig`` shape; ``preset(name)`` returns a fresh deep copy.
-``WARPDRIVE_DEFAULTS`` is what WarpDrive gives the keys a run config leaves out, in our schema;
-``with_warpdrive_defaults(data)`` fills them in (``RunConfig`` does, for ``defaults: warpdrive``).
 """
 
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Mapping
-from typing import Any
 
 from gpu_envs.games import GAMES
 from gpu_envs.tag_params import seed_config
@@ -67,19 +63,19 @@ CARTPOLE = dict(
 # greedy evaluation mean >= -250 over 100 seeded episodes, the same 100 at
 # every evaluation (those of `gpu-envs evaluate pendulum CKPT`), evaluated every iteration
 # (evaluations are outside the training clock): docs/training-pendulum.md.
-def _merged(base: dict, changes: Mapping) -> dict:
+def merged(base: dict, changes: Mapping) -> dict:
     """A deep copy of ``base`` with the nested ``changes`` applied."""
-    merged = copy.deepcopy(base)
+    result = copy.deepcopy(base)
     for key, value in changes.items():
-        merged[key] = (
-            _merged(merged[key], value)
-            if isinstance(value, Mapping) and isinstance(merged.get(key), dict)
+        result[key] = (
+            merged(result[key], value)
+            if isinstance(value, Mapping) and isinstance(result.get(key), dict)
             else copy.deepcopy(value)
         )
-    return merged
+    return result
 
 
-PENDULUM = _merged(
+PENDULUM = merged(
     CARTPOLE,
     dict(
         name="pendulum",
@@ -107,7 +103,7 @@ PENDULUM = _merged(
 # small-CPU recipe: 64 envs x 16 steps, 10 epochs of 4 minibatches (many gradient steps per sample),
 # 64x64 units, an entropy bonus of 0.01 (the rare early successes need exploration). Stops at the
 # reward threshold (-100, greedy, 100 seeded episodes every 5 iterations): docs/acrobot.md.
-ACROBOT = _merged(
+ACROBOT = merged(
     CARTPOLE,
     dict(
         name="acrobot",
@@ -135,7 +131,7 @@ ACROBOT = _merged(
 # it ever reaches the flag), lr 3e-4 constant; the observations are standardised
 # by the game face (``observation_scale`` in gpu_envs.games).
 # Stops at the reward threshold (-110): docs/mountain-car.md.
-MOUNTAINCAR = _merged(
+MOUNTAINCAR = merged(
     ACROBOT,
     dict(
         name="mountaincar",
@@ -159,7 +155,7 @@ MOUNTAINCAR = _merged(
 # MountainCarContinuous-v0: MOUNTAINCAR's rollouts with the Gaussian head (initial std 1 over the
 # force range [-1, 1]: wide exploration), gamma 0.9999 as rl-baselines3-zoo, a small entropy bonus.
 # Stops at the reward threshold (90): docs/mountain-car.md.
-MOUNTAINCAR_CONTINUOUS = _merged(
+MOUNTAINCAR_CONTINUOUS = merged(
     MOUNTAINCAR,
     dict(
         name="mountaincar-continuous",
@@ -201,7 +197,7 @@ TAG = dict(
 # each drawn from the team's initial weights only (near-uniform actions), 10 games of self-play.
 # Without them, plain self-play forgets the random opponents: its runners learn to flee chasing
 # taggers and stay as easy to tag as random runners for random taggers.
-TAG_SELFPLAY = _merged(
+TAG_SELFPLAY = merged(
     TAG,
     dict(
         trainer=dict(
@@ -238,73 +234,6 @@ PRESETS = {
     "tag": TAG,
     "tag-selfplay": TAG_SELFPLAY,
 }
-
-# WarpDrive 1.6.5 (the version the Lightning notebook installs): its
-# warp_drive/training/run_configs/default_configs.yaml, which its WarpDriveModule merges into a run
-# config, then the behaviour of its trainer for the fields of ours that file has no key for
-# (docs/tutorial-tag-lightning.md has the table, key by key). Its trainer's seed, when the config
-# gives none, is the clock's: with_warpdrive_defaults draws it.
-WARPDRIVE_DEFAULTS = dict(
-    trainer=dict(num_envs=10, num_episodes=10000, train_batch_size=10000),
-    policy=dict(
-        to_train=False,
-        algorithm="A2C",
-        vf_loss_coeff=0.01,
-        entropy_coeff=0.05,
-        clip_grad_norm=True,
-        max_grad_norm=0.5,
-        normalize_advantage=False,
-        clip_param=0.01,
-        gamma=0.98,
-        lr=0.0001,
-        gae_lambda=1.0,  # discounted returns bootstrapped at the rollout's end (no GAE)
-        anneal_lr=False,  # a number is a constant learning rate
-        update_epochs=1,  # one full-batch gradient step per iteration, PPO too
-        num_minibatches=1,
-        adam_eps=1e-8,  # torch.optim.Adam's own
-        clip_vloss=False,
-        model=dict(
-            type="fully_connected",
-            fc_dims=[64, 64],
-            model_ckpt_filepath="",
-            activation="relu",  # its FullyConnected model
-            ortho_init=False,  # torch's default initialisation
-        ),
-    ),
-    saving=dict(
-        metrics_log_freq=100,
-        model_params_save_freq=1000,
-        basedir="/tmp",
-        name="default",
-        tag="experiment",
-        console="blocks",  # the metrics blocks it printed
-    ),
-)
-
-
-def with_warpdrive_defaults(data: Mapping[str, Any]) -> dict:
-    """``data`` (not changed) with every key of ``WARPDRIVE_DEFAULTS`` it leaves out filled in, in
-    ``trainer``, ``saving`` and each policy, and ``trainer.seed``, when left out, drawn from the
-    clock as WarpDrive does (``int(time.time())``). A section that is not a mapping is left for
-    the schema to refuse."""
-    sections = {
-        "trainer": {**WARPDRIVE_DEFAULTS["trainer"], "seed": int(time.time())},
-        "saving": WARPDRIVE_DEFAULTS["saving"],
-    }
-    filled = dict(data)
-    for key, defaults in sections.items():
-        given = filled.get(key, {})
-        if isinstance(given, Mapping):
-            filled[key] = _merged(defaults, given)
-    policies = filled.get("policy")
-    if isinstance(policies, Mapping):
-        filled["policy"] = {
-            tag: _merged(WARPDRIVE_DEFAULTS["policy"], given)
-            if isinstance(given, Mapping)
-            else given
-            for tag, given in policies.items()
-        }
-    return filled
 
 
 def preset(name: str) -> dict:
