@@ -265,3 +265,50 @@ def test_a_diverging_policy_stops_the_run_as_in_the_fabric_trainer(tmp_path):
     ):
         trainer.fit(module)
     module.close()
+
+
+@pytest.mark.parametrize("compile_step", [False, True])
+def test_the_lightning_module_trains_exactly_as_the_fabric_trainer(tmp_path, compile_step):
+    """One training core: the same config gives the same weights, bit for bit, under
+    ``gpu-envs train``'s Fabric loop and under Lightning's ``Trainer``."""
+    from gpu_envs.trainers import checkpoint as ckpt
+    from gpu_envs.trainers.fabric_loop import train
+
+    overrides = [
+        f"trainer.compile={str(compile_step).lower()}",
+        "trainer.progress_bar=false",
+        "saving.console=none",
+    ]
+    config = RunConfig.from_dict(
+        apply_overrides(_run_config(tmp_path / "fabric"), [*TINY[-1:], *overrides])
+    )
+    fabric_run = train(config)
+
+    config = RunConfig.from_dict(
+        {
+            **config.to_dict(),
+            "saving": {**config.to_dict()["saving"], "basedir": str(tmp_path / "pl")},
+        }
+    )
+    module = TagLightningModule(env=_env(config.to_dict()), config=config, verbose=False)
+    pl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        callbacks=[EnvResetCallback()],
+        max_epochs=module.num_iterations,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    ).fit(module)
+    lightning_checkpoint = ckpt.iteration_path(module.run.root / "ckpt", module.iteration)
+    module.close()
+
+    by_fabric = ckpt.load_checkpoint(fabric_run["checkpoint"])
+    by_lightning = ckpt.load_checkpoint(lightning_checkpoint)
+    assert by_fabric["iteration"] == by_lightning["iteration"] == 2
+    for tag in ("runner", "tagger"):
+        fabric_weights = by_fabric["policies"][tag]["model"]
+        lightning_weights = by_lightning["policies"][tag]["model"]
+        for name, tensor in fabric_weights.items():
+            assert torch.equal(tensor, lightning_weights[name]), f"{tag}.{name}"

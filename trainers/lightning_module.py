@@ -192,8 +192,10 @@ class TagLightningModule(pl.LightningModule):
         return optimizers or None
 
     def train_dataloader(self) -> DataLoader:
-        """One placeholder item: each epoch is one training step, which collects its own rollout."""
-        return DataLoader([0], batch_size=1)
+        """One placeholder item: each epoch is one training step, which collects its own rollout.
+        Its own generator: a loader's iterator draws a seed, which must not come from the run's
+        torch RNG (training draws the same numbers as under ``gpu-envs train``)."""
+        return DataLoader([0], batch_size=1, generator=torch.Generator())
 
     def on_fit_start(self) -> None:
         """Check the ``Trainer`` (one device, 32-bit, the env's device, whole epochs), then open
