@@ -1,13 +1,12 @@
 """Tag as a BenchMARL task (extra ``benchmarl``; see docs/using-with-marl.md for the versions).
 
-``TagTask.TAG.get_task(config)`` is a BenchMARL ``TaskClass`` whose config holds the SPEC-tag.md
-parameters by name (``{}``: :class:`~gpu_envs.tag_params.TagParams`' defaults). Its envs are
-:func:`~gpu_envs.torchrl_joint_actions.joint_action_tag_env`: ``num_envs`` games batched on
+``TagTask.TAG.get_task(config)`` is a BenchMARL ``TaskClass`` whose config holds the Tag parameters
+of docs/spec-tag.md by name (``{}``: :class:`~gpu_envs.tag_params.TagParams`' defaults). Its envs
+are :func:`~gpu_envs.torchrl_joint_actions.joint_action_tag_env`: ``num_envs`` games batched on
 BenchMARL's sampling device (BenchMARL collects from them without ``SerialEnv``), with the groups
 "tagger" and "runner", each trained as its own group, and one categorical action per agent, as
-BenchMARL's discrete algorithms sample. Runners tagged in a game
-where they exit stay in the batch (out-of-game observation, reward 0) until the game ends, so the
-groups keep their size.
+BenchMARL's discrete algorithms sample. Runners tagged in a game where they exit stay in the batch
+(out-of-game observation, reward 0) until the game ends, so the groups keep their size.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ __all__ = ["TagTask", "TagTaskClass"]
 
 
 class TagTaskClass(TaskClass):
-    """Tag for BenchMARL: ``config`` holds the SPEC-tag.md parameters by name."""
+    """Tag for BenchMARL: ``config`` holds the Tag parameters by name."""
 
     def get_env_fun(
         self,
@@ -96,5 +95,6 @@ class TagTask(Task):
         return TagTaskClass
 
     def get_task(self, config: dict[str, Any] | None = None) -> TaskClass:
-        """The task with ``config`` (SPEC-tag.md parameters; None: TagParams' defaults)."""
+        """The task with ``config`` (Tag parameters of docs/spec-tag.md; None: TagParams'
+        defaults)."""
         return self.associated_class()(name=self.name, config=dict(config or {}))

@@ -1,13 +1,13 @@
 """Tag (continuous arena) as a batched multi-agent env: ``num_envs`` games stepped together.
 
-The game is the one of SPEC-tag.md (WarpDrive's ``TagContinuous`` with its races fixed): taggers
-(ids ``0..num_taggers-1``) chase runners on an [0, L] x [0, L] plane; each agent picks an
+The game is the one of docs/spec-tag.md (WarpDrive's ``TagContinuous`` with its races fixed):
+taggers (ids ``0..num_taggers-1``) chase runners on an [0, L] x [0, L] plane; each agent picks an
 acceleration index and a turn index per step. The step runs as the kernels of
-``gpu_envs.kernels.tag_*`` on the CPU (njit, parallel over envs) or a CUDA GPU (one block per env,
-one thread per agent). Tensors in, tensors out, all on ``device``: observations
-[num_envs, N, obs_dim], rewards [num_envs, N], terminated/truncated [num_envs].
+``gpu_envs.kernels.tag_logic`` on the CPU (njit, parallel over envs) or a CUDA GPU (one block per
+env, one thread per agent). Tensors in, tensors out, all on ``device``: observations [num_envs, N,
+obs_dim], rewards [num_envs, N], terminated/truncated [num_envs].
 
-Decisions where the SPEC leaves room (also in the docs):
+Decisions where docs/spec-tag.md leaves room (also in the docs):
 
 - ``reset_mode="fixed"``: the shared start state is what env 0 of the seed would draw for its first
   episode (stream ``seed``, episode 0); ``reset(seed=s)`` redraws it from ``s``.
@@ -65,7 +65,8 @@ class TagEnv(KernelEnv):
             shapes and dtypes are always checked. When off, an out-of-range index acts as 0 (no
             change) in the kernel, which sets ``action_error``; on the CPU the step then raises.
         render_mode: None or "rgb_array".
-        **params: the SPEC-tag.md parameters by name (see :class:`~gpu_envs.tag_params.TagParams`).
+        **params: the Tag parameters by name (docs/spec-tag.md, Parameters; see
+            :class:`~gpu_envs.tag_params.TagParams`).
     """
 
     game = "tag"

@@ -69,7 +69,7 @@ class TagGymVectorEnv(VectorEnv):
         autoreset_mode: ``AutoresetMode`` or its name.
         render_mode: None or "rgb_array" (``render()`` gives one frame per GAME).
         validate_actions: check actions before each step (see ``TagEnv``).
-        params: SPEC-tag.md parameters (``observe_self`` may be given only as True).
+        params: the Tag parameters of docs/spec-tag.md (``observe_self`` may be given only as True).
     """
 
     metadata = {

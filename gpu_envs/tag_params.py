@@ -1,4 +1,4 @@
-"""The parameters of Tag (SPEC-tag.md), validated once at construction.
+"""The parameters of Tag (docs/spec-tag.md, Parameters), validated once at construction.
 
 The kernels compute in float32 (``tag_logic.make_consts``), so every float parameter is checked in
 float32: it must be finite there, and the products the kernel forms from it must neither overflow
@@ -247,7 +247,8 @@ def check_step_cost(params: TagParams, num_envs: int = 1) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class TagParams:
-    """The SPEC-tag.md parameters, validated at construction (``ValueError`` naming the rule)."""
+    """The Tag parameters of docs/spec-tag.md, validated at construction (``ValueError`` naming the
+    rule)."""
 
     num_taggers: int = 1
     num_runners: int = 10

@@ -7,7 +7,7 @@
 - ``vector_env(num_envs, device, **params)``: the batched ``TagEnv`` (torch tensors
   [num_envs, num_agents, ...] on ``device``), for trainers that step many games at once.
 
-``params`` are the parameters of SPEC-tag.md by name (``num_taggers``, ``num_runners``,
+``params`` are the parameters of docs/spec-tag.md by name (``num_taggers``, ``num_runners``,
 ``grid_length``, ..., ``seed``, ``reset_mode``, ``observe_self``); the single game also takes
 ``render_mode`` (None, "rgb_array" or "human") and ``max_cycles``.
 

@@ -294,7 +294,7 @@ class TagTorchRLEnv(_BatchedTorchRLEnv):
         validate_actions: check actions before each step (on CUDA one host synchronisation).
         categorical_action_encoding: actions as index pairs (True) or two one-hot blocks (False,
             ``GymEnv``'s default).
-        **params: the SPEC-tag.md parameters (see ``gpu_envs.tag.TagParams``).
+        **params: the Tag parameters (docs/spec-tag.md, Parameters; see ``gpu_envs.tag.TagParams``).
     """
 
     batched_env: TagEnv

@@ -55,7 +55,7 @@ def joint_action_tag_env(
     **params: Any,
 ) -> TransformedEnv:
     """``num_envs`` games of Tag with one categorical action per agent (seeded with ``seed`` at the
-    first reset when given); ``params`` are the SPEC-tag.md parameters."""
+    first reset when given); ``params`` are the Tag parameters (docs/spec-tag.md)."""
     env = TagTorchRLEnv(num_envs, device, categorical_action_encoding=True, **params)
     if seed is not None:
         env.set_seed(seed)

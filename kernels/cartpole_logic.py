@@ -1,11 +1,11 @@
 """CartPole-v1 step logic for one env, written once for every target.
 
 The functions here are ``kernel_function``s (see ``targets``): the CPU driver (njit) and the CUDA
-kernel each compile
-them for their own target, and the CUDA simulator runs them as Python. They follow gymnasium's
-``CartPoleEnv`` operation by operation (see SPEC-cartpole.md), so a float64 trajectory equals
-gymnasium's bit for bit. Physical constants come in the ``consts`` array (or a tuple of its values),
-already in the state dtype, so no untyped literal can change the precision of a target.
+kernel each compile them for their own target, and the CUDA simulator runs them as Python. They
+follow gymnasium's ``CartPoleEnv`` operation by operation (docs/spec-cartpole.md, Dynamics), so a
+float64 trajectory equals gymnasium's bit for bit. Physical constants come in the ``consts`` array
+(or a tuple of its values), already in the state dtype, so no untyped literal can change the
+precision of a target.
 
 The state is stored by component, ``state[k, i]`` (k = x, x_dot, theta, theta_dot; i = env): GPU
 threads then read neighbouring addresses, and the CPU driver's physics pass vectorises.

@@ -1,19 +1,16 @@
 """Pendulum-v1 step logic for one env, written once for every target.
 
 The functions are ``kernel_function``\\ s (see ``targets``): the CPU driver (njit) and the CUDA
-kernel
-compile them for their own target, and the CUDA simulator runs them as Python. They follow
-gymnasium's ``PendulumEnv.step`` operation by operation (see SPEC-pendulum.md), so a float64 state
-trajectory equals gymnasium's bit for bit; rewards may differ by one float32 ulp of ``u*u``
-(gymnasium
-squares the torque with libm's ``powf``).
+kernel compile them for their own target, and the CUDA simulator runs them as Python. They follow
+gymnasium's ``PendulumEnv.step`` operation by operation (docs/pendulum.md, Spaces and dynamics), so
+a float64 state trajectory equals gymnasium's bit for bit; rewards may differ by one float32 ulp of
+``u*u`` (gymnasium squares the torque with libm's ``powf``; docs/pendulum.md, What is bit-exact).
 
 The state is stored by component, ``state[k, i]`` (k = theta, theta_dot; i = env). The torque is
 float32 (the action space's dtype), and its products use typed float32 constants, as NumPy 2
-computes
-``0.001 * u**2`` and ``3.0 * u`` for a float32 ``u``. The other constants come in the ``consts``
-array,
-already in the state dtype. The angle is not wrapped in the state; only the cost normalises it.
+computes ``0.001 * u**2`` and ``3.0 * u`` for a float32 ``u``. The other constants come in the
+``consts`` array, already in the state dtype. The angle is not wrapped in the state; only the cost
+normalises it.
 """
 
 import collections

@@ -5,7 +5,8 @@ compile them for their own target, and the CUDA simulator runs them as Python. :
 and :func:`reset_envs` are the whole step and reset of a batch of envs, for both drivers. Each env's
 agents are seen through 1-D arrays of length N (``x, y, heading, speed, acc, active``) that
 ``targets.env_rows`` gives: rows of the global state on the CPU, copies in shared memory on CUDA.
-A step is four phases over the agents, with a ``targets.barrier`` between phases (see SPEC-tag.md):
+A step is four phases over the agents, with a ``targets.barrier`` between phases (docs/spec-tag.md,
+One step):
 
 1. :func:`move_agent` (acceleration, heading wrap, speed clip, move, walls; returns the base
    reward),
@@ -15,11 +16,11 @@ A step is four phases over the agents, with a ``targets.barrier`` between phases
    and the count of runners left are ``targets.atomic_add``\ s),
 4. :func:`finalize_reward` (tag rewards of taggers, end-of-game bonus of runners).
 
-Every float is float32 as the SPEC says; cos/sin/sqrt/fmod are taken in float64 and rounded with
-``np.float32`` (the state is float32 on every target). Parameters come in two arrays built by
-:func:`make_consts` (float32 ``float_consts`` and int64 ``int_consts``) so that one compilation
-serves every configuration, and no untyped literal can change
-a result between targets.
+Every float is float32 as docs/spec-tag.md (Numerics) says; cos/sin/sqrt/fmod are taken in float64
+and rounded with ``np.float32`` (the state is float32 on every target). Parameters come in two
+arrays built by :func:`make_consts` (float32 ``float_consts`` and int64 ``int_consts``) so that one
+compilation serves every configuration, and no untyped literal can change a result between
+targets.
 """
 
 from __future__ import annotations
@@ -424,7 +425,8 @@ def select_neighbours(i, x, y, active, knn_idx, d2_row, float_consts, int_consts
 def observe_agent(
     i, x, y, heading, speed, acc, active, t, obs_row, found, knn_idx, float_consts, int_consts
 ):
-    """Phase 2: write agent ``i``'s observation at time ``t`` into ``obs_row`` (see SPEC-tag.md).
+    """Phase 2: write agent ``i``'s observation at time ``t`` into ``obs_row`` (docs/spec-tag.md,
+    Observation).
 
     Layout: seven blocks of one value per observed column (block b of column c at
     ``b * columns + c``), then ``t/T``, then the own-state block when observe_self. ``active``

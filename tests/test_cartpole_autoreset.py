@@ -1,5 +1,5 @@
 """Autoreset semantics: NEXT_STEP against gymnasium's CartPoleVectorEnv, SAME_STEP and DISABLED per
-SPEC."""
+docs/spec-cartpole.md (Autoreset)."""
 
 import gymnasium as gym
 import numpy as np

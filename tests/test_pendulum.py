@@ -18,7 +18,8 @@ from gpu_envs.pendulum import PendulumEnv, PendulumVectorEnv
 
 # Torques beyond the action space on purpose (both faces clip like gymnasium), with the edges.
 EDGE_TORQUES = [-2.5, -2.0, np.nextafter(np.float32(-2.0), np.float32(0.0)), -0.0, 0.0, 2.0, 2.5]
-REWARD_ATOL = 1e-9  # gymnasium squares the float32 torque with powf (SPEC-pendulum.md)
+# gymnasium squares the float32 torque with powf (docs/pendulum.md, What is bit-exact).
+REWARD_ATOL = 1e-9
 
 
 def torques(rng: np.random.Generator, steps: int) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""Tag's neighbour search against a brute-force reference (SPEC-tag.md, partial observation).
+"""Tag's neighbour search against a brute-force reference (docs/spec-tag.md, Observation: partial
+observation).
 
 The k nearest other in-game agents, nearest first by float32 squared distance, ties to the lower
 id. Positions on a coarse lattice make exact ties common; flags take agents out of the game.

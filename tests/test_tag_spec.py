@@ -1,4 +1,4 @@
-"""Conformance of the batched Tag env (CPU backend) with SPEC-tag.md.
+"""Conformance of the batched Tag env (CPU backend) with docs/spec-tag.md.
 
 Expected values are computed here by hand on tiny worlds, or by an independent NumPy reference of
 the rules (``reference_step`` / ``reference_obs``), never by the kernels themselves.
@@ -127,7 +127,8 @@ def reference_obs(s, t, p):
 
 
 def reference_step(s, actions, p):
-    """One step of one env by the SPEC's rules: returns (new state, obs, rewards, done)."""
+    """One step of one env by the rules of docs/spec-tag.md: returns (new state, obs, rewards,
+    done)."""
     n, nt, length = p.num_agents, p.num_taggers, F32(p.grid_length)
     acc_levels = tag_logic.action_levels(
         p.min_acceleration, p.max_acceleration, p.num_acceleration_levels
@@ -203,7 +204,7 @@ def test_action_levels_are_float32_linspace(low, high, levels):
     expected = np.linspace(F32(low), F32(high), levels)
     assert expected.dtype == np.float32
     np.testing.assert_array_equal(table[1:].view(np.uint32), expected.view(np.uint32))
-    # The SPEC's formula, written out.
+    # The formula of docs/spec-tag.md, written out.
     lo, hi = F32(low), F32(high)
     step = F32(hi - lo) / F32(levels - 1) if levels > 1 else F32(0)
     by_hand = [F32(F32(m) * step) + lo for m in range(levels)]

@@ -20,7 +20,8 @@ from typing import Any
 
 from gpu_envs.games import GAMES, single_agent_games
 
-# Flag -> SPEC-tag.md parameter name and type; the rest of the parameters come from --config.
+# Flag -> Tag parameter name (docs/spec-tag.md) and type; the rest of the parameters come from
+# --config.
 _ENV_FLAGS = {
     "num_taggers": int,
     "num_runners": int,
