@@ -78,7 +78,8 @@ class RslRlVecEnv(VecEnv):
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         """Step with ``actions`` [N, num_actions] (one-hot rows for ``Discrete``)."""
-        if self._core.discrete and actions.dim() == 2 and actions.shape[1] == self.num_actions:
+        one_hot = isinstance(actions, torch.Tensor) and actions.dim() == 2
+        if self._core.discrete and one_hot and actions.shape[1] == self.num_actions:
             actions = actions.argmax(dim=1)
         out = self._core.step(actions)
         dones = out.terminated | out.truncated

@@ -1,6 +1,6 @@
 """rl_games on our envs (gpu_envs.rl_games_adapter): its PPO learns CartPole (next to the same
 settings on gymnasium's CartPole) and Pendulum, the tensors stay on the env's device, time-outs
-reach ``infos["time_outs"]``, and bad use gets a clear error."""
+reach ``infos["time_outs"]`` (bad use: tests/test_torch_vec_adapters.py)."""
 
 from __future__ import annotations
 
@@ -189,29 +189,3 @@ def test_dones_and_time_outs_follow_the_env(seed, horizon, pushes):
         assert torch.equal(got, obs) and torch.equal(got_rewards, rewards)
         assert torch.equal(dones, terminated | truncated)
         assert torch.equal(infos["time_outs"], truncated & ~terminated)
-
-
-# ----------------------------------------------------------------------------- bad use
-@pytest.mark.parametrize("mode", ["next_step", "disabled"])
-def test_wrong_autoreset_mode_is_refused(mode):
-    env = gym.make_vec("gpu_envs/CartPole-v1", num_envs=2, autoreset_mode=mode)
-    with pytest.raises(ValueError, match="rl_games expects .*SAME_STEP"):
-        RlGamesVecEnv(env)
-
-
-def test_multi_agent_env_is_refused():
-    tag = gym.make_vec("gpu_envs/Tag-v0", num_envs=2, autoreset_mode="same_step")
-    with pytest.raises(ValueError, match="single-agent envs"):
-        RlGamesVecEnv(tag)
-
-
-def test_device_mismatch_is_refused():
-    env = gym.make_vec("gpu_envs/CartPole-v1", num_envs=2, autoreset_mode="same_step")
-    with pytest.raises(ValueError, match="asked for device 'cuda'"):
-        RlGamesVecEnv(env, device="cuda")
-    adapter = RlGamesVecEnv(env)
-    adapter.reset()
-    with pytest.raises(ValueError, match="handed actions on meta"):
-        adapter.step(torch.zeros(2, dtype=torch.long, device="meta"))
-    with pytest.raises(TypeError, match="expected a torch tensor"):
-        adapter.step([0, 1])

@@ -1,6 +1,6 @@
 """rsl_rl on our envs (gpu_envs.rsl_rl_adapter): its PPO learns CartPole (next to the same settings
 on gymnasium's CartPole) and Pendulum, the tensors stay on the env's device, time-outs reach
-``extras["time_outs"]``, and bad use gets a clear error."""
+``extras["time_outs"]`` (bad use: tests/test_torch_vec_adapters.py)."""
 
 from __future__ import annotations
 
@@ -141,31 +141,3 @@ def test_dones_and_time_outs_follow_the_env(seed, horizon, pushes):
         assert torch.equal(extras["time_outs"], truncated & ~terminated)
         final = extras["final_observations"]["policy"]
         assert torch.equal(final[info["_final_obs"]], info["final_obs"][info["_final_obs"]])
-
-
-# ----------------------------------------------------------------------------- bad use
-@pytest.mark.parametrize("mode", ["next_step", "disabled"])
-def test_wrong_autoreset_mode_is_refused(mode):
-    env = gym.make_vec("gpu_envs/CartPole-v1", num_envs=2, autoreset_mode=mode)
-    with pytest.raises(ValueError, match="rsl_rl expects .*SAME_STEP"):
-        RslRlVecEnv(env)
-
-
-def test_multi_agent_env_is_refused():
-    tag = gym.make_vec("gpu_envs/Tag-v0", num_envs=2, autoreset_mode="same_step")
-    with pytest.raises(ValueError, match="single-agent envs"):
-        RslRlVecEnv(tag)
-
-
-def test_device_mismatch_is_refused():
-    env = gym.make_vec("gpu_envs/CartPole-v1", num_envs=2, autoreset_mode="same_step")
-    with pytest.raises(ValueError, match="asked for device 'cuda'"):
-        RslRlVecEnv(env, device="cuda")
-    adapter = RslRlVecEnv(env)
-    with pytest.raises(ValueError, match="handed actions on meta"):
-        adapter.step(torch.zeros(2, 2, device="meta"))
-
-
-def test_non_engine_env_needs_a_device():
-    with pytest.raises(ValueError, match="pass device="):
-        RslRlVecEnv(GymnasiumTorch("CartPole-v1", 2))

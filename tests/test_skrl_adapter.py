@@ -1,6 +1,6 @@
 """skrl on our envs (gpu_envs.skrl_adapter): its PPO learns CartPole (next to the same settings on
 gymnasium's CartPole) and Pendulum, the tensors stay on the env's device, time-outs reach skrl's
-``truncated``, and bad use gets a clear error."""
+``truncated`` (bad use: tests/test_torch_vec_adapters.py)."""
 
 from __future__ import annotations
 
@@ -184,27 +184,3 @@ def test_flags_follow_the_env(seed, horizon, pushes):
         got = env.step(action[:, None])
         assert torch.equal(got[0], obs) and torch.equal(got[1][:, 0], rewards)
         assert torch.equal(got[2][:, 0], terminated) and torch.equal(got[3][:, 0], truncated)
-
-
-# ----------------------------------------------------------------------------- bad use
-@pytest.mark.parametrize("mode", ["next_step", "disabled"])
-def test_wrong_autoreset_mode_is_refused(mode):
-    env = gym.make_vec("gpu_envs/CartPole-v1", num_envs=2, autoreset_mode=mode)
-    with pytest.raises(ValueError, match="skrl expects .*SAME_STEP"):
-        SkrlVecEnv(env)
-
-
-def test_multi_agent_env_is_refused():
-    tag = gym.make_vec("gpu_envs/Tag-v0", num_envs=2, autoreset_mode="same_step")
-    with pytest.raises(ValueError, match="single-agent envs"):
-        SkrlVecEnv(tag)
-
-
-def test_device_mismatch_is_refused():
-    env = gym.make_vec("gpu_envs/CartPole-v1", num_envs=2, autoreset_mode="same_step")
-    with pytest.raises(ValueError, match="asked for device 'cuda'"):
-        SkrlVecEnv(env, device="cuda")
-    adapter = SkrlVecEnv(env)
-    adapter.reset()
-    with pytest.raises(ValueError, match="handed actions on meta"):
-        adapter.step(torch.zeros(2, 1, dtype=torch.long, device="meta"))
