@@ -212,14 +212,14 @@ def test_a_config_whose_keys_are_filled_in_cannot_switch_its_defaults():
 def test_the_cli_trains_the_notebooks_dict_from_a_yaml_file_with_warpdrives_defaults(tmp_path):
     import argparse
 
-    from gpu_envs.trainers import cli_args
+    from gpu_envs.commands import train as train_cli
 
     path = tmp_path / "notebook.yaml"
     path.write_text(yaml.safe_dump(_notebook(defaults="warpdrive")))
     parser = argparse.ArgumentParser()
-    cli_args.add_arguments(parser)
+    train_cli.add_arguments(parser)
     args, extra = parser.parse_known_args(["--config", str(path), "trainer.num_envs=10"])
-    config = cli_args.build_config(args, extra)
+    config = train_cli.build_config(args, extra)
     assert config.defaults == "warpdrive" and config.trainer.num_envs == 10
     assert config.policy["runner"].entropy_coeff == 0.05
     assert config.saving.name == "continuous_tag"

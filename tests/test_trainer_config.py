@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from seed_run_config import SEED_RUN_CONFIG
 
-from gpu_envs.trainers import cli_args
+from gpu_envs.commands import train as train_cli
 from gpu_envs.trainers.config import (
     ConfigError,
     EvaluationConfig,
@@ -125,7 +125,7 @@ def test_unknown_game_and_missing_name():
 
 def _args(argv):
     parser = argparse.ArgumentParser()
-    cli_args.add_arguments(parser)
+    train_cli.add_arguments(parser)
     return parser.parse_known_args(argv)
 
 
@@ -145,7 +145,7 @@ def test_cli_flags_and_overrides(tmp_path):
             "2",
         ]
     )
-    config = cli_args.build_config(args, extra)
+    config = train_cli.build_config(args, extra)
     assert config.trainer.num_envs == 8 and config.trainer.train_batch_size == 32
     assert config.trainer.total_timesteps == 1000 and config.trainer.devices == 2
     assert config.trainer.seed == 5 and config.policy["agent"].lr == 0.01
@@ -158,23 +158,23 @@ def test_cli_flags_and_overrides(tmp_path):
             "trainer.train_batch_size=64",
         ]
     )
-    assert cli_args.build_config(args, extra).trainer.num_envs == 16
+    assert train_cli.build_config(args, extra).trainer.num_envs == 16
     args, extra = _args(["--env-id", "CartPole-v1"])
-    assert cli_args.build_config(args, extra).game == "cartpole"
+    assert train_cli.build_config(args, extra).game == "cartpole"
     args, extra = _args(["tag", "--env-id", "CartPole-v1"])
     with pytest.raises(ConfigError, match="does not match"):
-        cli_args.build_config(args, extra)
+        train_cli.build_config(args, extra)
     args, extra = _args(["cartpole", "--bogus-flag"])
     with pytest.raises(ConfigError, match="--bogus-flag"):
-        cli_args.build_config(args, extra)
+        train_cli.build_config(args, extra)
 
 
 def test_resume_flag_before_the_preset():
     args, extra = _args(["--resume", "cartpole", "trainer.seed=3"])
-    config = cli_args.build_config(args, extra)
+    config = train_cli.build_config(args, extra)
     assert args.resume is True and config.game == "cartpole" and config.trainer.seed == 3
     args, extra = _args(["cartpole", "--resume", "some/dir/ckpt/iteration_3.pth.tar"])
-    cli_args.build_config(args, extra)
+    train_cli.build_config(args, extra)
     assert args.resume == "some/dir/ckpt/iteration_3.pth.tar"
 
 
@@ -189,7 +189,7 @@ def test_numbers_written_without_a_dot_are_floats(tmp_path):
     path = tmp_path / "run.yaml"
     path.write_text("name: cartpole\npolicy:\n  agent:\n    lr: 1e-3\n    adam_eps: 1E-8\n")
     args, extra = _args(["--config", str(path)])
-    agent = cli_args.build_config(args, extra).policy["agent"]
+    agent = train_cli.build_config(args, extra).policy["agent"]
     assert (agent.lr, agent.adam_eps) == (0.001, 1e-8)
 
 
@@ -203,7 +203,7 @@ def test_bad_numbers_in_a_file_name_the_key(tmp_path, text, shown):
     with pytest.raises(
         ConfigError, match=f"^policy[.]agent[.]lr: must be a (finite )?number, got {shown}"
     ):
-        cli_args.build_config(args, extra)
+        train_cli.build_config(args, extra)
 
 
 # ----------------------------------------------------------------- the schema and its errors
@@ -233,7 +233,7 @@ def test_a_dotted_override_of_a_nested_policy_field_round_trips_through_yaml(tmp
     assert config.policy["runner"].model.activation == "tanh"  # the other policy keeps its own
     dump_yaml(config, tmp_path / "run.yaml")
     args, extra = _args(["--config", str(tmp_path / "run.yaml")])
-    assert cli_args.build_config(args, extra) == config
+    assert train_cli.build_config(args, extra) == config
 
 
 @pytest.mark.parametrize(
@@ -263,7 +263,7 @@ def test_unknown_keys_and_wrong_types_in_a_file_name_the_path(tmp_path, text, me
     path.write_text("name: cartpole\n" + text)
     args, extra = _args(["--config", str(path)])
     with pytest.raises(ConfigError) as error:
-        cli_args.build_config(args, extra)
+        train_cli.build_config(args, extra)
     assert str(error.value).startswith(message)
 
 
@@ -281,16 +281,16 @@ def test_overrides_name_the_path_of_unknown_keys_and_unparsable_values():
 def test_flags_are_checked_like_overrides():
     args, extra = _args(["cartpole", "--num-envs", "0"])
     with pytest.raises(ConfigError, match="^trainer[.]num_envs: must be >= 1, got 0"):
-        cli_args.build_config(args, extra)
+        train_cli.build_config(args, extra)
     args, extra = _args(["cartpole", "--devices", "auto", "--strategy", "ddp"])
-    trainer = cli_args.build_config(args, extra).trainer
+    trainer = train_cli.build_config(args, extra).trainer
     assert (trainer.devices, trainer.strategy) == ("auto", "ddp")
 
 
 def test_print_config_prints_the_resolved_config_and_exits(capsys):
     args, extra = _args(["cartpole", "--print-config", "policy.agent.lr=1e-3", "--num-steps", "4"])
     with pytest.raises(SystemExit) as stop:
-        cli_args.train_from(args, extra)
+        train_cli.train_from(args, extra)
     assert stop.value.code == 0
     printed = RunConfig.from_dict(yaml.safe_load(capsys.readouterr().out))
     assert printed.policy["agent"].lr == 0.001 and printed.trainer.train_batch_size == 4 * 64
@@ -348,7 +348,7 @@ def test_the_config_reference_page_is_generated_from_the_schema():
 
 
 def test_cli_flags_set_fields_and_num_envs_keeps_the_steps_per_env():
-    from gpu_envs.trainers.cli_args import add_arguments, build_config
+    from gpu_envs.commands.train import add_arguments, build_config
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from gpu_envs.trainers import checkpoint as ckpt
-from gpu_envs.trainers import cli_args
+from gpu_envs.commands import train as train_cli
 from gpu_envs.trainers.config import ModelConfig, RunConfig, apply_overrides
 from gpu_envs.trainers.policy import ActorCritic
 from gpu_envs.trainers.presets import preset
@@ -225,7 +225,7 @@ def test_resume_skips_a_damaged_newest_checkpoint(tmp_path, capsys):
 
 def _popen(*args):
     return subprocess.Popen(
-        [sys.executable, "-m", "gpu_envs.trainers.run", "cartpole", *SMALL, *args],
+        [sys.executable, "-m", "gpu_envs.commands.train", "cartpole", *SMALL, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -273,7 +273,7 @@ def test_sigkill_at_random_moments_then_resume_continues(tmp_path):
 # ---------------------------------------------------------------------------------- diverging
 def _args(tmp_path, *overrides):
     parser = argparse.ArgumentParser()
-    cli_args.add_arguments(parser)
+    train_cli.add_arguments(parser)
     return parser.parse_known_args(["cartpole", *SMALL, f"saving.basedir={tmp_path}", *overrides])
 
 
@@ -301,7 +301,7 @@ def test_an_injected_nan_stops_the_run_and_keeps_the_finite_checkpoints(tmp_path
 
     monkeypatch.setattr(ppo, "update", update_with_a_nan_reward)
     with pytest.raises(SystemExit) as stop:
-        cli_args.run(
+        train_cli.run(
             *_args(tmp_path, "trainer.total_timesteps=640", "saving.model_params_save_freq=2")
         )
     message = str(stop.value.code)

@@ -115,7 +115,7 @@ def test_sigterm_stops_like_sigint_and_names_itself(tmp_path, monkeypatch):
         "SIGTERM",
         3,
     )
-    from gpu_envs.trainers.cli_args import exit_code
+    from gpu_envs.commands.train import exit_code
 
     assert exit_code(stopped) == 143
 
@@ -256,7 +256,7 @@ def test_ctrl_c_on_the_command_line_saves_and_prints_the_resume_command(tmp_path
     final = output.strip().splitlines()[-1]
     found = re.fullmatch(
         r"gpu-envs train: stopped by SIGINT at iteration (\d+)/\d+, saved (\S+); resume with: "
-        r"python -m gpu_envs.trainers.run --resume (\S+)",
+        r"python -m gpu_envs.commands.train --resume (\S+)",
         final,
     )
     assert found, output
@@ -267,7 +267,7 @@ def test_ctrl_c_on_the_command_line_saves_and_prints_the_resume_command(tmp_path
     # Resume as printed (shortened: the config is the run's own, plus a run length).
     more = f"--total-timesteps={128 * (iteration + 2)}"
     resumed = subprocess.run(
-        [sys.executable, "-m", "gpu_envs.trainers.run", "--resume", str(folder), more],
+        [sys.executable, "-m", "gpu_envs.commands.train", "--resume", str(folder), more],
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -106,7 +106,7 @@ def test_experiment_folder_layout(tmp_path):
 
 def _run_cli(args, **kwargs):
     return subprocess.Popen(
-        [sys.executable, "-m", "gpu_envs.trainers.run", "cartpole", *SMALL, *args],
+        [sys.executable, "-m", "gpu_envs.commands.train", "cartpole", *SMALL, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

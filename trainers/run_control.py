@@ -152,7 +152,7 @@ def find_resumable(config: RunConfig) -> Path:
 def resume_command(folder: Path) -> str:
     """The command that resumes the run in ``folder`` (its config is read from the folder)."""
     program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
-    prefix = "gpu-envs train" if program == "gpu-envs" else "python -m gpu_envs.trainers.run"
+    prefix = "gpu-envs train" if program == "gpu-envs" else "python -m gpu_envs.commands.train"
     return f"{prefix} --resume {shlex.quote(str(folder))}"
 
 

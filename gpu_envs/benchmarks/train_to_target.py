@@ -55,12 +55,12 @@ IMPLEMENTATIONS = ("gpu_envs", "sb3")
 # Runs the trainer like `gpu-envs train ARGS...` and writes Trainer.fit's summary to argv[1].
 _CHILD = """
 import argparse, json, sys
-from gpu_envs.trainers import cli_args
+from gpu_envs.commands import train as train_cli
 from gpu_envs.trainers.fabric_loop import train
 parser = argparse.ArgumentParser()
-cli_args.add_arguments(parser)
+train_cli.add_arguments(parser)
 args, extra = parser.parse_known_args(sys.argv[2:])
-result = train(cli_args.build_config(args, extra))
+result = train(train_cli.build_config(args, extra))
 with open(sys.argv[1], "w") as f:
     json.dump(result, f)
 """
