@@ -17,8 +17,8 @@ import time
 import pytest
 import torch
 
-from gpu_envs.trainers import checkpoint as ckpt
 from gpu_envs.commands import train as train_cli
+from gpu_envs.trainers import checkpoint as ckpt
 from gpu_envs.trainers.config import ModelConfig, RunConfig, apply_overrides
 from gpu_envs.trainers.policy import ActorCritic
 from gpu_envs.trainers.presets import preset
