@@ -31,7 +31,6 @@ import math
 
 import gymnasium as gym
 import numpy as np
-import torch
 from gymnasium.vector import AutoresetMode
 
 from gpu_envs.classic_control import ClassicControlVectorEnv, reset_bounds
@@ -54,35 +53,18 @@ class AcrobotVectorEnv(ClassicControlVectorEnv):
     state_size = 4
     default_bounds = (-0.1, 0.1)
     renderer = "gymnasium.envs.classic_control.acrobot:AcrobotEnv"
+    default_max_episode_steps = 500
     metadata = {
         "render_modes": ["rgb_array"],
         "render_fps": 15,
         "autoreset_mode": AutoresetMode.NEXT_STEP,
     }
 
-    def __init__(
-        self,
-        num_envs: int = 1,
-        device: str | torch.device = "cpu",
-        dtype=None,
-        max_episode_steps: int | None = 500,
-        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
-        render_mode: str | None = None,
-        validate_actions: bool = True,
-    ):
-        super().__init__(
-            num_envs,
-            device,
-            dtype,
-            max_episode_steps,
-            autoreset_mode,
-            render_mode,
-            validate_actions,
-        )
-        self.single_observation_space = gym.spaces.Box(-_OBS_HIGH, _OBS_HIGH, dtype=np.float32)
-        self.single_action_space = gym.spaces.Discrete(3)
-        self._consts = logic.make_consts(self.real_dtype)
-        self._build()
+    def make_spaces(self) -> tuple[gym.Space, gym.Space]:
+        return gym.spaces.Box(-_OBS_HIGH, _OBS_HIGH, dtype=np.float32), gym.spaces.Discrete(3)
+
+    def make_consts(self) -> np.ndarray:
+        return logic.make_consts(self.real_dtype)
 
     @staticmethod
     def draw_start_state(np_random: np.random.Generator, options) -> np.ndarray:

@@ -3,15 +3,18 @@ a uniform start draw bounded by gymnasium's ``low``/``high`` reset options, and 
 renderer.
 
 A game subclasses :class:`ClassicControlVectorEnv` and declares its ``game``, ``logic``,
-``state_size``, ``default_bounds`` and ``renderer`` (the import path of gymnasium's env class); its
-``__init__`` calls ``super().__init__``, sets the spaces and ``self._consts``, then
-``self._build()``.
+``state_size``, ``default_bounds``, ``default_max_episode_steps`` and ``renderer`` (the import path
+of gymnasium's env class), and defines :meth:`~ClassicControlVectorEnv.make_spaces` and
+:meth:`~ClassicControlVectorEnv.make_consts`; the base ``__init__`` takes the arguments every game
+shares, calls both and builds the env. A game with arguments of its own (MountainCar's
+``goal_velocity``) sets them in its ``__init__`` before calling ``super().__init__``.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium.envs.classic_control.utils import maybe_parse_reset_bounds
@@ -32,6 +35,18 @@ def reset_bounds(
     return low, high
 
 
+class GameDefault:
+    """The type of :data:`GAME_DEFAULT`."""
+
+    def __repr__(self) -> str:
+        return "GAME_DEFAULT"
+
+
+#: ``max_episode_steps``' default: the game's ``default_max_episode_steps`` (gymnasium's
+#: registration), so that None can keep its meaning "never truncate".
+GAME_DEFAULT = GameDefault()
+
+
 class ClassicControlVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
     """Base of the batched classic-control games (see the module); tensors in, tensors out.
 
@@ -40,7 +55,8 @@ class ClassicControlVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
         device: "cpu", "cuda", "cuda:N" or "auto" (CUDA when usable, else CPU).
         dtype: state precision, float64 (CPU default, bit-exact with gymnasium) or float32 (CUDA
             default). Observations are float32 either way; rewards have the state's dtype.
-        max_episode_steps: truncation horizon (0 or None: never truncate).
+        max_episode_steps: truncation horizon (0 or None: never truncate); by default the game's
+            ``default_max_episode_steps``.
         autoreset_mode: ``AutoresetMode`` NEXT_STEP (default), SAME_STEP or DISABLED.
         render_mode: None or "rgb_array" (``render()`` returns one frame per env).
         validate_actions: refuse actions outside the action space before each step (shapes and
@@ -54,6 +70,8 @@ class ClassicControlVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
     default_bounds: ClassVar[tuple[float, float]]
     #: ``"module:Class"`` of gymnasium's env, whose renderer draws the frames.
     renderer: ClassVar[str]
+    #: The truncation horizon of gymnasium's registration (``max_episode_steps``' default).
+    default_max_episode_steps: ClassVar[int]
     component_major_buffers = ("state",)
     step_writes_every_output = True
     _consts: np.ndarray
@@ -63,7 +81,7 @@ class ClassicControlVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
         num_envs: int = 1,
         device: str | torch.device = "cpu",
         dtype=None,
-        max_episode_steps: int | None = None,
+        max_episode_steps: int | None | GameDefault = GAME_DEFAULT,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         render_mode: str | None = None,
         validate_actions: bool = True,
@@ -76,8 +94,22 @@ class ClassicControlVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
             validate_actions=validate_actions,
         )
         self.dtype = devices.resolve_dtype(dtype, self.device)
+        if isinstance(max_episode_steps, GameDefault):
+            max_episode_steps = self.default_max_episode_steps
         self.max_episode_steps = check_max_episode_steps(max_episode_steps)
         self._bounds = np.array(self.default_bounds, dtype=np.float64)
+        self.single_observation_space, self.single_action_space = self.make_spaces()
+        self._consts = self.make_consts()
+        self._build()
+
+    def make_spaces(self) -> tuple[gym.Space, gym.Space]:
+        """The game's single observation and action spaces."""
+        raise NotImplementedError
+
+    def make_consts(self) -> np.ndarray:
+        """The ``consts`` array of the game's logic (see :meth:`constants`), in the state dtype
+        where the logic wants it (:attr:`real_dtype` is set)."""
+        raise NotImplementedError
 
     @property
     def real_dtype(self) -> np.dtype:

@@ -36,7 +36,12 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
-from gpu_envs.classic_control import ClassicControlVectorEnv, reset_bounds
+from gpu_envs.classic_control import (
+    GAME_DEFAULT,
+    ClassicControlVectorEnv,
+    GameDefault,
+    reset_bounds,
+)
 from gpu_envs.kernels import mountain_car_logic as logic
 from gpu_envs.single import SingleEnv
 
@@ -74,6 +79,7 @@ class MountainCarVectorEnv(ClassicControlVectorEnv):
     state_size = 2
     default_bounds = (-0.6, -0.4)
     renderer = "gymnasium.envs.classic_control.mountain_car:MountainCarEnv"
+    default_max_episode_steps = 200
     metadata = _METADATA
 
     def __init__(
@@ -81,26 +87,18 @@ class MountainCarVectorEnv(ClassicControlVectorEnv):
         num_envs: int = 1,
         device: str | torch.device = "cpu",
         dtype=None,
-        max_episode_steps: int | None = 200,
+        max_episode_steps: int | None | GameDefault = GAME_DEFAULT,
         goal_velocity: float = 0.0,
-        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
-        render_mode: str | None = None,
-        validate_actions: bool = True,
+        **kwargs: Any,
     ):
-        super().__init__(
-            num_envs,
-            device,
-            dtype,
-            max_episode_steps,
-            autoreset_mode,
-            render_mode,
-            validate_actions,
-        )
         self.goal_velocity = _check_goal_velocity(goal_velocity)
-        self.single_observation_space = gym.spaces.Box(_OBS_LOW, _OBS_HIGH, dtype=np.float32)
-        self.single_action_space = self.make_action_space()
-        self._consts = logic.make_consts(self.continuous, self.goal_velocity)
-        self._build()
+        super().__init__(num_envs, device, dtype, max_episode_steps, **kwargs)
+
+    def make_spaces(self) -> tuple[gym.Space, gym.Space]:
+        return gym.spaces.Box(_OBS_LOW, _OBS_HIGH, dtype=np.float32), self.make_action_space()
+
+    def make_consts(self) -> np.ndarray:
+        return logic.make_consts(self.continuous, self.goal_velocity)
 
     @staticmethod
     def make_action_space() -> gym.Space:
@@ -128,16 +126,7 @@ class MountainCarContinuousVectorEnv(MountainCarVectorEnv):
     logic = logic.CONTINUOUS
     continuous = True
     renderer = "gymnasium.envs.classic_control.continuous_mountain_car:Continuous_MountainCarEnv"
-
-    def __init__(
-        self,
-        num_envs: int = 1,
-        device: str | torch.device = "cpu",
-        dtype=None,
-        max_episode_steps: int | None = 999,
-        **kwargs: Any,
-    ):
-        super().__init__(num_envs, device, dtype, max_episode_steps, **kwargs)
+    default_max_episode_steps = 999
 
     @staticmethod
     def make_action_space() -> gym.Space:
