@@ -17,7 +17,11 @@ from pathlib import Path
 
 import torch
 
-from gpu_envs.trainers.policy import action_dtype, greedy_actions
+from gpu_envs import devices
+from gpu_envs.trainers.checkpoint import CheckpointError, load_checkpoint
+from gpu_envs.trainers.config import ConfigError, RunConfig
+from gpu_envs.trainers.games import make_game
+from gpu_envs.trainers.policy import action_dtype, greedy_actions, network_from_checkpoint
 from gpu_envs.trainers.rollout import PolicyGroup
 
 CHECK_EVERY = 16  # steps between the (host-synchronising) "all episodes over?" checks
@@ -98,12 +102,6 @@ def load_trained_game(
     ``game`` ("cartpole", "tag"): the game the checkpoint must be of. Raises ``CheckpointError``
     when the file is missing, damaged, of another game, or its networks do not fit its config.
     """
-    from gpu_envs import devices
-    from gpu_envs.trainers.checkpoint import CheckpointError, load_checkpoint
-    from gpu_envs.trainers.config import ConfigError, RunConfig
-    from gpu_envs.trainers.games import make_game
-    from gpu_envs.trainers.matchups import _network
-
     path = Path(path)
     state = load_checkpoint(path)
     try:
@@ -119,7 +117,7 @@ def load_trained_game(
     agent_map = env.default_agent_map(list(state["policies"]))
     groups = []
     for tag in state["policies"]:
-        network = _network(path, state, tag).to(device)
+        network = network_from_checkpoint(path, state, tag).to(device)
         agents = torch.tensor(agent_map[tag], device=device)
         groups.append(
             PolicyGroup(tag, config.policy[tag], network, network, None, agents, len(agents))

@@ -26,9 +26,9 @@ import torch
 from gpu_envs import devices
 from gpu_envs.tag import TEAMS, TagEnv
 from gpu_envs.trainers.checkpoint import CheckpointError, load_checkpoint
-from gpu_envs.trainers.config import ConfigError, ModelConfig, game_of
+from gpu_envs.trainers.config import ConfigError, game_of
 from gpu_envs.trainers.evaluation import CHECK_EVERY
-from gpu_envs.trainers.policy import ActorCritic, ContinuousActions, greedy_actions
+from gpu_envs.trainers.policy import ActorCritic, greedy_actions, network_from_checkpoint
 
 TAGGER_TARGET = 1.5
 RUNNER_TARGET = 2 / 3
@@ -78,29 +78,10 @@ def load_tag_checkpoint(path: str | Path, device: str | torch.device = "cpu") ->
             f"checkpoint {path} is of a {game} run ({config['name']!r}), not of Tag"
         )
     device = devices.resolve_device(device)
-    networks = {tag: _network(path, state, tag).to(device) for tag in state["policies"]}
+    networks = {
+        tag: network_from_checkpoint(path, state, tag).to(device) for tag in state["policies"]
+    }
     return TagCheckpoint(path, dict(config["env"]), networks, device)
-
-
-def _network(path: Path, state: dict, tag: str) -> ActorCritic:
-    saved = state["config"]["policy"][tag]["model"]
-    model = ModelConfig(
-        fc_dims=list(saved["fc_dims"]), activation=saved["activation"], ortho_init=False
-    )
-    spaces = state["spaces"]
-    heads = (
-        ContinuousActions(len(spaces["action_nvec"]))
-        if spaces.get("continuous")
-        else spaces["action_nvec"]
-    )
-    network = ActorCritic(spaces["obs_dim"], heads, model)
-    try:
-        network.load_state_dict(state["policies"][tag]["model"])
-    except RuntimeError as error:
-        raise CheckpointError(
-            f"checkpoint {path}: policy '{tag}' does not fit its config: {error}"
-        ) from None
-    return network.eval().requires_grad_(False)
 
 
 class TeamPolicy:

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 from torch import nn
 
-from gpu_envs.trainers.checkpoint import load_model_weights
+from gpu_envs.trainers.checkpoint import CheckpointError, load_model_weights
 from gpu_envs.trainers.config import ModelConfig, PolicyConfig
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
@@ -168,3 +169,26 @@ def greedy_actions(logits: torch.Tensor, nvec: Sequence[int]) -> torch.Tensor:
     if is_continuous(nvec):
         return gaussian_parameters(logits)[0]
     return torch.stack([part.argmax(-1) for part in logits.split(tuple(nvec), dim=-1)], dim=-1)
+
+
+def network_from_checkpoint(path: Path, state: dict, tag: str) -> ActorCritic:
+    """Policy ``tag``'s trained network of a loaded trainer checkpoint ``state`` (read from
+    ``path``), in eval mode without gradients."""
+    saved = state["config"]["policy"][tag]["model"]
+    model = ModelConfig(
+        fc_dims=list(saved["fc_dims"]), activation=saved["activation"], ortho_init=False
+    )
+    spaces = state["spaces"]
+    heads = (
+        ContinuousActions(len(spaces["action_nvec"]))
+        if spaces.get("continuous")
+        else spaces["action_nvec"]
+    )
+    network = ActorCritic(spaces["obs_dim"], heads, model)
+    try:
+        network.load_state_dict(state["policies"][tag]["model"])
+    except RuntimeError as error:
+        raise CheckpointError(
+            f"checkpoint {path}: policy '{tag}' does not fit its config: {error}"
+        ) from None
+    return network.eval().requires_grad_(False)
