@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from gpu_envs.kernels.autoreset import autoreset_due, count_episode, record_episode_step
+from gpu_envs.kernels.autoreset import autoreset_due, count_episode, record_env_step
 from gpu_envs.kernels.rng import uniform01
 from gpu_envs.kernels.targets import cast_like, kernel_function
 
@@ -198,17 +198,7 @@ def step_envs(start, stop, envs):
     for i in range(start, stop):
         torque = cast_like(envs.actions[i] - 1, state[0, i])  # -1.0, 0.0 or 1.0
         terminal = physics(i, state, torque, envs.consts)
-        live = record_episode_step(
-            i,
-            terminal,
-            envs.elapsed,
-            envs.needs_reset,
-            envs.max_episode_steps,
-            envs.autoreset_mode,
-            envs.terminated,
-            envs.truncated,
-            envs.has_final_obs,
-        )
+        live = record_env_step(i, terminal, envs)
         envs.rewards[i] = -1.0 if live and not terminal else 0.0
         write_obs(i, state, envs.obs)
         if autoreset_due(i, envs):

@@ -1,8 +1,9 @@
 """Autoreset modes (``gymnasium.vector.AutoresetMode``) as the integers every kernel understands,
 and the episode bookkeeping of a game whose worker owns whole envs (CartPole, Pendulum).
 
-A step of such an env: its physics, :func:`record_episode_step` (counter and flags), its outputs,
-then :func:`autoreset_due` says whether it must restart the env now (after saving its last
+A step of such an env: its physics, :func:`record_episode_step` (counter and flags;
+:func:`record_env_step` reads its arguments from the game's ``envs`` by name), its outputs, then
+:func:`autoreset_due` says whether it must restart the env now (after saving its last
 observation where SAME_STEP wants it), and a restart draws the start state and calls
 :func:`count_episode`. The rules of the three modes live here once; a game supplies only its
 physics, start-state draw and observation.
@@ -49,6 +50,24 @@ def record_episode_step(
     if autoreset_mode == SAME_STEP:
         has_final_obs[i] = done
     return live
+
+
+@kernel_function
+def record_env_step(i, is_terminal, envs):
+    """:func:`record_episode_step` of env ``i`` with the engine's buffers and settings read from
+    ``envs`` by name (``elapsed``, ``needs_reset``, ``max_episode_steps``, ``autoreset_mode``,
+    ``terminated``, ``truncated``, ``has_final_obs``); returns whether the step counts."""
+    return record_episode_step(
+        i,
+        is_terminal,
+        envs.elapsed,
+        envs.needs_reset,
+        envs.max_episode_steps,
+        envs.autoreset_mode,
+        envs.terminated,
+        envs.truncated,
+        envs.has_final_obs,
+    )
 
 
 @kernel_function

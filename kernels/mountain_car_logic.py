@@ -27,7 +27,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from gpu_envs.kernels.autoreset import autoreset_due, count_episode, record_episode_step
+from gpu_envs.kernels.autoreset import autoreset_due, count_episode, record_env_step
 from gpu_envs.kernels.rng import uniform01
 from gpu_envs.kernels.targets import cast_like, kernel_function
 
@@ -147,17 +147,7 @@ KernelArgs = collections.namedtuple(
 def finish_step(i, goal, reward, envs):
     """Env ``i``'s counter, flags, reward (0 on NEXT_STEP's restart step), observation and
     autoreset after its physics."""
-    live = record_episode_step(
-        i,
-        goal,
-        envs.elapsed,
-        envs.needs_reset,
-        envs.max_episode_steps,
-        envs.autoreset_mode,
-        envs.terminated,
-        envs.truncated,
-        envs.has_final_obs,
-    )
+    live = record_env_step(i, goal, envs)
     envs.rewards[i] = reward if live else 0.0
     write_obs(i, envs.state, envs.obs)
     if autoreset_due(i, envs):

@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from gpu_envs.kernels.autoreset import autoreset_due, count_episode, record_episode_step
+from gpu_envs.kernels.autoreset import autoreset_due, count_episode, record_env_step
 from gpu_envs.kernels.rng import uniform01
 from gpu_envs.kernels.targets import cast_like, fmod64, kernel_function
 
@@ -116,17 +116,7 @@ def step_envs(start, stop, envs):
         )
         # Counter and flags (the pendulum never terminates); the reward is 0 on NEXT_STEP's
         # restart step.
-        live = record_episode_step(
-            i,
-            False,
-            envs.elapsed,
-            envs.needs_reset,
-            envs.max_episode_steps,
-            envs.autoreset_mode,
-            envs.terminated,
-            envs.truncated,
-            envs.has_final_obs,
-        )
+        live = record_env_step(i, False, envs)
         envs.rewards[i] = -cost if live else 0.0
         write_obs(i, state, envs.obs)
         if autoreset_due(i, envs):
