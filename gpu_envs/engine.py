@@ -47,6 +47,7 @@ from gpu_envs.validation import (
     one_read,
     parse_autoreset_mode,
     per_env_seeds,
+    raise_out_of_range,
 )
 
 #: Buffers every game has: the engine seeds and counts episodes with them.
@@ -250,6 +251,18 @@ class KernelEnv:
         self._action_check = ActionCheck(self.single_action_space, self._action_shape, self.device)
         # The game keeps the engine's check_actions: the CPU step converts and checks in one pass.
         self._default_action_check = type(self).check_actions is KernelEnv.check_actions
+        # The CPU step's checked loop: the actions buffer's view gives the actions' type and shape,
+        # and, for integer actions checked the engine's way, the loop range-checks them itself.
+        upper = self._action_check.upper
+        self._actions_view = self._kernel_args[len(self._layout)]
+        self._action_upper = np.asarray(-1 if upper is None else upper, np.int64).reshape(-1)
+        self._kernel_checks_actions = (
+            self._on_cpu
+            and self._default_action_check
+            and not self._action_check.box
+            and upper is not None
+            and self._action_dtype is torch.int64
+        )
 
     def _check_kernel_args(self) -> None:
         """The logic's ``KernelArgs`` must name the arguments the engine passes, in order: the
@@ -356,9 +369,23 @@ class KernelEnv:
             else ()
         )
         self._launch = {} if self.kernel_target == "cpu" else {"num_agents": self.num_agents}
+        self._empty_info = (
+            type(self).after_step is KernelEnv.after_step
+            and type(self).step_info is KernelEnv.step_info
+            and self.autoreset_mode is not AutoresetMode.SAME_STEP
+        )
         # compiled for the argument types at the next CPU step; prepared at the next CUDA step
-        self._cpu_step: Callable[[int, tuple], None] | None = None
+        # (the CPU step loop compiled for an array of actions, and for an address)
+        self._cpu_step: list[Callable[..., bool] | None] = [None, None]
         self._cuda_step: Callable[[object], None] | None = None
+        self._bind_step_args()
+
+    def _bind_step_args(self) -> None:
+        """The CPU step's arguments around the actions, and the step's outputs (the buffers),
+        bound once: made again whenever a buffer or constant is replaced."""
+        args, index = self._kernel_args, self._actions_index
+        self._args_before, self._args_after = args[:index], args[index + 1 :]
+        self._output_tensors = tuple(self._tensors[name] for name in self.step_outputs)
 
     @property
     def kernel_args(self) -> tuple:
@@ -417,6 +444,7 @@ class KernelEnv:
         index = self._layout_index(name)
         self._kernel_args = (*self._kernel_args[:index], array, *self._kernel_args[index + 1 :])
         self._tensors[name] = torch.from_numpy(array)
+        self._bind_step_args()
 
     def apply_reset_options(self, options: dict[str, Any]) -> None:
         """Apply the game's reset options (all but ``reset_mask``); none by default."""
@@ -451,6 +479,8 @@ class KernelEnv:
             obs, rewards, terminated, truncated = self._step_on_cpu(actions)
         else:
             obs, rewards, terminated, truncated = self._step_on_cuda(actions)
+        if self._empty_info:  # the hooks are the engine's and the mode adds nothing to the info
+            return obs, rewards, terminated, truncated, {}
         self.after_step()
         info = self.step_info()
         if self.autoreset_mode is AutoresetMode.SAME_STEP:
@@ -488,35 +518,73 @@ class KernelEnv:
     def _step_on_cpu(self, actions) -> tuple[torch.Tensor, ...]:
         """One CPU step (the kernel reads the caller's actions in place); returns the outputs.
 
-        The compiled loop is called without numba's per-call typing: the arguments keep the types
-        it was compiled for (the actions are checked into the kernel's action dtype, fresh outputs
-        are new C arrays of their buffers' dtypes).
+        The common input (a C-contiguous CPU tensor or writable NumPy array of the kernel's action
+        dtype and shape, integer action spaces) goes to the checked step loop as it is: a tensor as
+        its address (no NumPy view made per step), and its range check runs inside that loop,
+        before any env moves (``kernels.cpu.CPUDriver``). Any other input
+        is converted and checked here first. The loop is called without numba's per-call typing:
+        the arguments keep the types it was compiled for (the address an int, fresh outputs new C
+        arrays of their buffers' dtypes).
         """
-        if self._default_action_check:
-            array = self._action_check.kernel_array(actions, self.validate_actions)
-        else:
-            array = self.check_actions(actions).to(self._action_dtype).contiguous().numpy()
-        self._check_finished_envs()
-        args, index = self._kernel_args, self._actions_index
-        args = (*args[:index], array, *args[index + 1 :])
+        validate = self.validate_actions
+        source: Any = None
+        if self._kernel_checks_actions and not (
+            validate and self.autoreset_mode is AutoresetMode.DISABLED
+        ):  # (DISABLED checks the actions before the finished envs, as before)
+            if type(actions) is torch.Tensor:
+                if (
+                    actions.dtype is self._action_dtype
+                    and actions.is_cpu
+                    and actions.layout is torch.strided
+                    and actions.shape == self._action_shape
+                    and actions.is_contiguous()
+                ):
+                    source = actions.data_ptr()
+            elif type(actions) is np.ndarray:
+                flags = actions.flags
+                if (
+                    actions.dtype == self._actions_view.dtype
+                    and actions.shape == self._action_shape
+                    and flags.c_contiguous
+                    and flags.writeable
+                    and flags.aligned
+                ):
+                    source = actions
+        check = source is not None and validate
+        if source is None:
+            if self._default_action_check:
+                source = self._action_check.kernel_array(actions, validate)
+            else:
+                source = self.check_actions(actions).to(self._action_dtype).contiguous().numpy()
+            self._check_finished_envs()
+        before = self._args_before
         copy_outputs = self.copy_outputs
         fresh: tuple[np.ndarray, ...] = ()
         if copy_outputs and self._fresh_outputs:
             fresh = tuple(np.empty(shape, dtype) for _, shape, dtype in self._fresh_outputs)
-            slots = list(args)
+            slots = list(before)
             for (slot, _, _), output in zip(self._fresh_outputs, fresh):
                 slots[slot] = output
-            args = tuple(slots)
-        self._kernel_args = args
-        step = self._cpu_step
+            before = tuple(slots)
+        like, after, upper = self._actions_view, self._args_after, self._action_upper
+        compiled = self._cpu_step
+        kind = type(source) is int  # 1: an address, 0: an array (compiled once each)
+        step = compiled[kind]
         if step is None:
-            step = self._cpu_step = self._driver.compiled_step(self.num_envs, args)
-        step(self.num_envs, args)
+            step = compiled[kind] = self._driver.compiled_step(
+                self.num_envs, before, like, after, source, upper, check
+            )
+        if step(self.num_envs, before, like, after, source, upper, check):
+            shown = actions if kind else torch.from_numpy(source)
+            raise_out_of_range(shown, torch.as_tensor(self._action_check.upper), "actions")
         if not fresh:
-            buffers = map(self._tensors.__getitem__, self.step_outputs)
-            return tuple(map(devices.fresh_copy, buffers) if copy_outputs else buffers)
+            if copy_outputs:
+                return tuple(map(devices.fresh_copy, self._output_tensors))
+            return self._output_tensors
         outputs = tuple(map(torch.from_numpy, fresh))
         self._tensors.update(zip(self.step_outputs, outputs))
+        self._args_before, self._output_tensors = before, outputs
+        self._kernel_args = (*before, self._actions_view, *self._args_after)
         return outputs
 
     def after_step(self) -> None:
@@ -587,15 +655,13 @@ class KernelEnv:
         """Release the buffers; the env cannot be used afterwards."""
         self._closed = self.closed = True
         self._tensors, self._kernel_args = Buffers(), ()
+        self._args_before, self._args_after, self._output_tensors = (), (), ()
+        self._actions_view = None
 
     # ----------------------------------------------------------------------------- copies
     def __getstate__(self) -> dict[str, Any]:
         # Kernel views and the driver are rebuilt in the copy: they alias this env's memory.
-        state = {
-            key: value
-            for key, value in self.__dict__.items()
-            if key not in ("_kernel_args", "_driver", "_launch", "_cpu_step", "_cuda_step")
-        }
+        state = {key: value for key, value in self.__dict__.items() if key not in _UNPICKLED}
         if not self._closed:
             state["_tensors"] = Buffers(
                 {name: tensor.cpu() for name, tensor in self._tensors.items()}
@@ -623,6 +689,22 @@ class KernelEnv:
         memo[id(self)] = clone
         clone.__setstate__(copy.deepcopy(self.__getstate__(), memo))
         return clone
+
+
+#: What a copy rebuilds: the kernels' views and the driver alias this env's memory or compiled code.
+_UNPICKLED = frozenset(
+    {
+        "_kernel_args",
+        "_driver",
+        "_launch",
+        "_cpu_step",
+        "_cuda_step",
+        "_args_before",
+        "_args_after",
+        "_actions_view",
+        "_output_tensors",
+    }
+)
 
 
 def _same(tensor: torch.Tensor) -> torch.Tensor:

@@ -25,7 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numba
+import numpy as np
+from numba.core import types as numba_types
 from numba.core.errors import NumbaIRAssumptionWarning
+from numba.extending import intrinsic
+from numba.np.arrayobj import make_array, populate_array
 
 # numba's pedantic IR check misreads the counters of the logic inlined into these loops
 # ("variable ... is not in scope", six on a cold Tag compile); only the loops here are silenced.
@@ -58,15 +62,76 @@ def source_digest(*logic_functions: Callable) -> str:
 
 # The loops' templates. Each game's loops are copies of them whose globals hold its logic
 # (``step_envs``, ``reset_envs``, ``KernelArgs``) and ``block_size``, see :func:`_game_loop`.
-def _step_loop(num_envs, args):
+def _step_loop(num_envs, before, like, after, source, upper, check):
+    # The actions: the caller's memory (``source`` an address or an array), checked before any env
+    # moves; True (nothing stepped) when an entry lies outside [0, upper[head]].
+    actions = _actions_from(like, source)
+    if check and _any_out_of_range(actions, upper):
+        return True
+    args = before + (actions,) + after
     for block in numba.prange((num_envs + block_size - 1) // block_size):  # noqa: F821
         start = block * block_size  # noqa: F821
         # (built inside the parallel body: numba's parfors cannot take a namedtuple in)
         step_envs(start, min(start + block_size, num_envs), KernelArgs(*args))  # noqa: F821
+    return False
 
 
 def _reset_loop(num_envs, mask, args):
     reset_envs(0, num_envs, mask, KernelArgs(*args))  # noqa: F821
+
+
+@intrinsic
+def _actions_from(typingctx, like, source):
+    """The actions a checked step reads: ``source`` itself when it is an array, else an array of
+    ``like``'s type and shape whose data lie at the address ``source`` (a C-contiguous buffer of
+    that dtype and shape that the caller checked and keeps alive: a torch tensor's ``data_ptr()``,
+    so that no NumPy view of the tensor is made per step)."""
+    if not (isinstance(like, numba_types.Array) and like.layout == "C"):
+        return None
+    if isinstance(source, numba_types.Array):
+
+        def identity(context, builder, signature, args):
+            return args[1]
+
+        return source(like, source), identity
+    if not isinstance(source, numba_types.Integer):
+        return None
+    result = like.copy(readonly=False)
+
+    def at_address(context, builder, signature, args):
+        shaped = make_array(like)(context, builder, args[0])
+        out = make_array(result)(context, builder)
+        populate_array(
+            out,
+            data=builder.inttoptr(args[1], shaped.data.type),
+            shape=shaped.shape,
+            strides=shaped.strides,
+            itemsize=shaped.itemsize,
+            meminfo=None,  # not owned: the caller keeps the memory alive for the call
+        )
+        return out._getvalue()
+
+    return result(like, source), at_address
+
+
+#: The ``upper`` of an unchecked step.
+_NO_BOUNDS = np.zeros(1, np.int64)
+
+
+@numba.njit(**_JIT)
+def _any_out_of_range(actions, upper):
+    """Whether an entry of ``actions`` (rows of ``upper.size`` entries, C order) lies outside
+    ``[0, upper[head]]`` (one branch-free pass per head)."""
+    flat = actions.reshape(actions.size)
+    heads = upper.size
+    rows = flat.size // heads
+    bad = False
+    for head in range(heads):
+        high = upper[head]
+        for row in range(rows):
+            value = flat[row * heads + head]
+            bad |= (value < 0) | (value > high)
+    return bad
 
 
 def _game_loop(template: Callable, name: str, parallel: bool = False, **names) -> Callable:
@@ -88,23 +153,38 @@ def _game_loop(template: Callable, name: str, parallel: bool = False, **names) -
 
 @dataclass(frozen=True)
 class CPUDriver:
-    """Compiled loops of one game; ``step``/``reset`` take the logic's arguments as one tuple."""
+    """Compiled loops of one game.
+
+    A step loop is called ``(num_envs, before, like, after, source, upper, check)``: it steps envs
+    ``0..num_envs-1`` on the logic's arguments ``(*before, actions, *after)`` and returns False,
+    or returns True (no env stepped) when ``check`` and an action lies outside
+    ``[0, upper[head]]`` (``actions`` as rows of ``upper.size`` entries). ``actions`` is
+    ``source`` when that is an array, else the memory at the address ``source`` (an int) read as
+    an array of ``like``'s dtype and shape: the caller must have checked that memory's dtype,
+    shape and C order, and keep it alive for the call (a torch tensor's ``data_ptr()``: no NumPy
+    view of it is made per step). The reset loop takes the logic's arguments as one tuple.
+    """
 
     step_serial: Callable
     step_parallel: Callable
     reset_loop: Callable
     parallel_min_envs: int
 
-    def step(self, num_envs: int, args: tuple) -> None:
-        """Advance envs ``0..num_envs-1`` by one step."""
-        self._step_loop(num_envs)(num_envs, args)
+    def step(self, num_envs: int, args: tuple, actions_index: int) -> None:
+        """Advance envs ``0..num_envs-1`` by one step on the logic's arguments ``args`` (the
+        actions at ``actions_index``), unchecked."""
+        index = actions_index
+        before, actions, after = args[:index], args[index], args[index + 1 :]
+        self._step_loop(num_envs)(num_envs, before, actions, after, actions, _NO_BOUNDS, False)
 
-    def compiled_step(self, num_envs: int, args: tuple) -> Callable[[int, tuple], None]:
-        """The loop :meth:`step` runs, compiled (or loaded from the cache) for the types of
-        ``(num_envs, args)``: a call ``(num_envs, args)`` of it skips numba's typing of every
-        argument, so every call must pass values of exactly these types (array dtypes, dimensions
-        and C layout; in another type the kernel would misread memory)."""
-        return self._step_loop(num_envs).compile((numba.typeof(num_envs), numba.typeof(args)))
+    def compiled_step(self, num_envs: int, *arguments) -> Callable[..., bool]:
+        """The step loop for ``num_envs`` envs, compiled (or loaded from the cache) for the types
+        of ``(num_envs, before, like, after, source, upper, check)``: a call with such arguments
+        skips numba's typing of every argument, so every call must pass values of exactly these
+        types (array dtypes, dimensions and C layout, the address an int; in another type the
+        kernel would misread memory)."""
+        loop = self._step_loop(num_envs)
+        return loop.compile((numba.typeof(num_envs), *map(numba.typeof, arguments)))
 
     def _step_loop(self, num_envs: int) -> Callable:
         parallel = num_envs >= self.parallel_min_envs and numba.config.NUMBA_NUM_THREADS > 1
@@ -148,7 +228,13 @@ def make_driver(
     name = f"{game}_{source_digest(step_envs, reset_envs)}"
     step_envs, reset_envs = numba.njit(**_JIT)(step_envs), numba.njit(**_JIT)(reset_envs)
     step = functools.partial(
-        _game_loop, _step_loop, step_envs=step_envs, KernelArgs=kernel_args, block_size=block_size
+        _game_loop,
+        _step_loop,
+        step_envs=step_envs,
+        KernelArgs=kernel_args,
+        block_size=block_size,
+        _actions_from=_actions_from,
+        _any_out_of_range=_any_out_of_range,
     )
     return CPUDriver(
         step_serial=step(f"{name}_block{block_size}_step_serial"),

@@ -11,9 +11,9 @@ default; the "copy_outputs=False" row returns the env's own output buffers (vali
 step), as a rollout loop that copies what it keeps can ask for.
 gymnasium's SyncVectorEnv is a Python loop over envs and is skipped above ``--sync-max-envs``.
 
-The "bare kernel" rows (``--bare-kernel``) time our CPU driver alone (``env._driver.step`` on
-prepared arguments, the actions slot taken from the same pool): no action checks, no tensors, and
-the same output arrays every step, where the env writes each step's outputs into new arrays. One
+The "bare kernel" rows (``--bare-kernel``) time our CPU driver alone (the step loop ``env.step``
+calls, on prepared arguments, the actions taken from the same pool): no action checks, no tensors,
+and the same output arrays every step, where the env writes each step's outputs into new arrays. One
 row per numba thread count (1 and ``NUMBA_NUM_THREADS``); the ratio to the "faster bare kernel"
 takes the faster of them in each round.
 
@@ -153,8 +153,9 @@ def bare_kernel_runner(
     threads.
 
     The env is built and reset as usual; each call then runs the driver's step loop, compiled for
-    the env's kernel arguments (``CPUDriver.compiled_step``, as ``env.step`` calls it), with the
-    actions slot taken from a pre-drawn pool. The numba thread count is set for the call and
+    the env's kernel arguments (``CPUDriver.compiled_step``, the loop ``env.step`` calls), on the
+    env's prepared arguments with the actions (a NumPy array) taken from a pre-drawn pool and the
+    loop's action check off. The numba thread count is set for the call and
     restored after it when it differs from the process default and the loop is the parallel one
     (the other rows run with the process default).
     """
@@ -162,15 +163,20 @@ def bare_kernel_runner(
     def build(num_envs: int, seed: int) -> Runner:
         import numba
 
+        from gpu_envs.kernels.cpu import _NO_BOUNDS
+
         env = _make_env(game, num_envs, "cpu", dtype)
         env.reset(seed=seed)
         pool = game.random_actions(np.random.default_rng(seed), ACTION_POOL, num_envs)
-        slot, driver = env._actions_index, env._driver
-        prepared = [
-            (*env.kernel_args[:slot], actions, *env.kernel_args[slot + 1 :]) for actions in pool
-        ]
-        next_args = timing.cycle_pool(prepared)
-        step = driver.compiled_step(num_envs, prepared[0])  # no per-call typing, as env.step
+        slot, driver, args = env._actions_index, env._driver, env.kernel_args
+        before, like, after = args[:slot], args[slot], args[slot + 1 :]
+        next_actions = timing.cycle_pool(list(pool))
+        # no per-call typing, as env.step; unchecked actions (an array)
+        compiled = driver.compiled_step(num_envs, before, like, after, pool[0], _NO_BOUNDS, False)
+
+        def step() -> None:
+            compiled(num_envs, before, like, after, next_actions(), _NO_BOUNDS, False)
+
         default = numba.get_num_threads()
 
         # The serial driver (small batches) runs on one thread whatever the setting.
@@ -178,10 +184,10 @@ def bare_kernel_runner(
 
         def call() -> None:
             if threads == default or serial:
-                step(num_envs, next_args())
+                step()
                 return
             numba.set_num_threads(threads)
-            step(num_envs, next_args())
+            step()
             numba.set_num_threads(default)
 
         return Runner(
