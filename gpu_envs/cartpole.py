@@ -1,8 +1,8 @@
 """CartPole-v1 as a batched gymnasium ``VectorEnv`` (torch tensors) and as a single
 ``gymnasium.Env``.
 
-The dynamics are gymnasium's CartPole-v1 (see SPEC-cartpole.md), stepped by the kernels of
-``gpu_envs.kernels.cartpole_*`` on the CPU (njit) or a CUDA GPU.
+The dynamics are gymnasium's CartPole-v1 (see docs/spec-cartpole.md and docs/cartpole.md), stepped
+by ``gpu_envs.kernels.cartpole_logic`` on the CPU (njit) or a CUDA GPU.
 
 Spaces:
 

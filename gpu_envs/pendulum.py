@@ -1,7 +1,7 @@
 """Pendulum-v1 as a batched gymnasium ``VectorEnv`` (torch tensors) and as a single
 ``gymnasium.Env``.
 
-The dynamics are gymnasium's Pendulum-v1 (see SPEC-pendulum.md and ``docs/pendulum.md``), stepped by
+The dynamics are gymnasium's Pendulum-v1 (see ``docs/pendulum.md``), stepped by
 ``gpu_envs.kernels.pendulum_logic`` on the CPU (njit) or a CUDA GPU, written only through the
 engine's public API (:class:`~gpu_envs.engine.KernelEnv`).
 
