@@ -46,6 +46,20 @@ def _env(run_config: dict) -> gpu_envs.TagEnv:
     )
 
 
+def _quiet_trainer(max_epochs) -> pl.Trainer:
+    """Lightning's ``Trainer`` on the CPU with the reset callback and nothing else around."""
+    return pl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        callbacks=[EnvResetCallback()],
+        max_epochs=max_epochs,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+
+
 def _params(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in module.state_dict().items()}
 
@@ -180,16 +194,7 @@ def test_a_frozen_policy_keeps_its_weights_while_the_other_learns_through_its_co
     )
     module = TagLightningModule(env=_env(run_config), config=run_config, verbose=False)
     before = {tag: _params(policy) for tag, policy in module.policies.items()}
-    trainer = pl.Trainer(
-        accelerator="cpu",
-        devices=1,
-        callbacks=[EnvResetCallback()],
-        max_epochs=2,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
+    trainer = _quiet_trainer(2)
     trainer.fit(module)
     assert all(
         torch.equal(before["runner"][k], v) for k, v in _params(module.policies["runner"]).items()
@@ -224,16 +229,7 @@ def test_the_env_is_seen_through_the_trainers_tag_game():
 def test_a_fractional_max_epochs_is_refused_by_name(tmp_path):
     run_config = _run_config(tmp_path)
     module = TagLightningModule(env=_env(run_config), config=run_config)
-    trainer = pl.Trainer(
-        accelerator="cpu",
-        devices=1,
-        callbacks=[EnvResetCallback()],
-        max_epochs=1.5,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
+    trainer = _quiet_trainer(1.5)
     with pytest.raises(ValueError, match="max_epochs=1.5 is not a whole number"):
         trainer.fit(module)
 
@@ -249,16 +245,7 @@ def test_a_diverging_policy_stops_the_run_as_in_the_fabric_trainer(tmp_path):
         return buffers
 
     module.collector.collect = collect_a_nan_reward
-    trainer = pl.Trainer(
-        accelerator="cpu",
-        devices=1,
-        callbacks=[EnvResetCallback()],
-        max_epochs=2,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
+    trainer = _quiet_trainer(2)
     with pytest.raises(
         NonFiniteError,
         match="diverged at iteration 1: policy 'runner' (total_loss|grad_norm) is nan",
@@ -291,16 +278,7 @@ def test_the_lightning_module_trains_exactly_as_the_fabric_trainer(tmp_path, com
         }
     )
     module = TagLightningModule(env=_env(config.to_dict()), config=config, verbose=False)
-    pl.Trainer(
-        accelerator="cpu",
-        devices=1,
-        callbacks=[EnvResetCallback()],
-        max_epochs=module.num_iterations,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    ).fit(module)
+    _quiet_trainer(module.num_iterations).fit(module)
     lightning_checkpoint = ckpt.iteration_path(module.run.root / "ckpt", module.iteration)
     module.close()
 
