@@ -531,25 +531,7 @@ class KernelEnv:
         if self._kernel_checks_actions and not (
             validate and self.autoreset_mode is AutoresetMode.DISABLED
         ):  # (DISABLED checks the actions before the finished envs, as before)
-            if type(actions) is torch.Tensor:
-                if (
-                    actions.dtype is self._action_dtype
-                    and actions.is_cpu
-                    and actions.layout is torch.strided
-                    and actions.shape == self._action_shape
-                    and actions.is_contiguous()
-                ):
-                    source = actions.data_ptr()
-            elif type(actions) is np.ndarray:
-                flags = actions.flags
-                if (
-                    actions.dtype == self._actions_view.dtype
-                    and actions.shape == self._action_shape
-                    and flags.c_contiguous
-                    and flags.writeable
-                    and flags.aligned
-                ):
-                    source = actions
+            source = self._action_check.in_place_source(actions)
         check = source is not None and validate
         if source is None:
             if self._default_action_check:

@@ -340,28 +340,41 @@ class ActionCheck:
             raise_out_of_range(shown, torch.as_tensor(upper), "actions")
         return array
 
-    def _as_is(self, actions) -> np.ndarray | None:
-        """The common case without conversion: a C-contiguous int64 CPU tensor or NumPy array of
-        the expected shape, as the array the kernel reads (None for anything else)."""
+    def _fits(self, actions) -> bool:
+        """``actions`` is the common case the kernel reads as it is: a C-contiguous int64 CPU
+        tensor, or a writable aligned C-contiguous int64 NumPy array, of the expected shape."""
         if type(actions) is torch.Tensor:
-            if (
+            return (
                 actions.dtype is torch.int64
                 and actions.is_cpu
                 and actions.layout is torch.strided
                 and actions.shape == self.shape
                 and actions.is_contiguous()
-            ):
-                return actions.numpy()
-        elif type(actions) is np.ndarray:
+            )
+        if type(actions) is np.ndarray:
             flags = actions.flags
-            if (
+            return (
                 actions.dtype == np.int64
                 and actions.shape == self.shape
                 and flags.c_contiguous
                 and flags.writeable
-            ):
-                return actions
-        return None
+                and flags.aligned
+            )
+        return False
+
+    def _as_is(self, actions) -> np.ndarray | None:
+        """The common case without conversion, as the array the kernel reads (None for anything
+        else)."""
+        if not self._fits(actions):
+            return None
+        return actions.numpy() if type(actions) is torch.Tensor else actions
+
+    def in_place_source(self, actions) -> int | np.ndarray | None:
+        """What the CPU step loop reads in place for the common case: a tensor's address (no
+        NumPy view made), an array itself; None for anything else (convert and check it)."""
+        if not self._fits(actions):
+            return None
+        return actions.data_ptr() if type(actions) is torch.Tensor else actions
 
     def _checked_upper(self) -> int | list[int]:
         if self.upper is None:
