@@ -61,7 +61,7 @@ class Game:
 
     @property
     def preset(self) -> str:
-        """The name of its default run config in ``gpu_envs.trainers.presets``."""
+        """The name of its default run config in ``gpu_envs.runs.presets``."""
         return self.name
 
     @property

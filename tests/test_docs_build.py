@@ -80,7 +80,7 @@ def test_docs_build_without_warnings(tmp_path):
         "gpu_envs.cartpole.CartPoleVectorEnv",
         "gpu_envs.tag.TagEnv",
         "gpu_envs.kernels.rng.uniform01",
-        "gpu_envs.trainers.config.RunConfig",
+        "gpu_envs.runs.config.RunConfig",
         "gpu_envs.benchmarks.plots.collect_series",
     ):
         assert f'id="{name}"' in api, f"{name} missing from the API reference"

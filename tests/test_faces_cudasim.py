@@ -182,9 +182,9 @@ class _SimulatedCartPole(CartPoleVectorEnv):
 
 
 def _trained_weights(tmp_path, name: str) -> dict[str, torch.Tensor]:
-    from gpu_envs.trainers.config import RunConfig, apply_overrides
+    from gpu_envs.runs.config import RunConfig, apply_overrides
+    from gpu_envs.runs.presets import preset
     from gpu_envs.trainers.fabric_loop import Trainer, make_fabric
-    from gpu_envs.trainers.presets import preset
 
     overrides = [
         "trainer.accelerator=cpu",

@@ -11,9 +11,9 @@ import torch
 import gpu_envs
 from gpu_envs.commands import bench
 from gpu_envs.games import GAMES, game, load, single_agent_games
-from gpu_envs.trainers.config import game_of
+from gpu_envs.runs.config import game_of
+from gpu_envs.runs.presets import PRESETS
 from gpu_envs.trainers.games import make_game
-from gpu_envs.trainers.presets import PRESETS
 
 
 @pytest.mark.parametrize("record", GAMES.values(), ids=list(GAMES))

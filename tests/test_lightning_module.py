@@ -5,12 +5,12 @@ import pytest
 import torch
 
 import gpu_envs
-from gpu_envs.trainers.config import ConfigError, RunConfig, apply_overrides
+from gpu_envs.lightning.module import EnvResetCallback, TagLightningModule
+from gpu_envs.lightning.warpdrive import PerfStatsCallback
+from gpu_envs.runs.config import ConfigError, RunConfig, apply_overrides
+from gpu_envs.runs.presets import preset
 from gpu_envs.trainers.games import TagGame
 from gpu_envs.trainers.learner import NonFiniteError
-from gpu_envs.trainers.lightning_module import EnvResetCallback, TagLightningModule
-from gpu_envs.trainers.presets import preset
-from gpu_envs.trainers.warpdrive import PerfStatsCallback
 
 # 2 games of 10 steps, a rollout of 5 steps per game: two iterations (epochs) make one episode.
 # The tagger trains with PPO (2 epochs x 2 minibatches), the runner with the preset's A2C.
@@ -258,7 +258,7 @@ def test_a_diverging_policy_stops_the_run_as_in_the_fabric_trainer(tmp_path):
 def test_the_lightning_module_trains_exactly_as_the_fabric_trainer(tmp_path, compile_step):
     """One training core: the same config gives the same weights, bit for bit, under
     ``gpu-envs train``'s Fabric loop and under Lightning's ``Trainer``."""
-    from gpu_envs.trainers import checkpoint as ckpt
+    from gpu_envs.runs import checkpoint as ckpt
     from gpu_envs.trainers.fabric_loop import train
 
     overrides = [

@@ -8,10 +8,8 @@ import torch
 
 from gpu_envs import cli
 from gpu_envs.commands.evaluate import format_report
-from gpu_envs.tag import TagEnv
-from gpu_envs.trainers import load_policy
-from gpu_envs.trainers.checkpoint import load_checkpoint, save_checkpoint
-from gpu_envs.trainers.matchups import (
+from gpu_envs.runs.checkpoint import load_checkpoint, save_checkpoint
+from gpu_envs.runs.matchups import (
     MATCHUPS,
     MatchupReport,
     MatchupResult,
@@ -20,6 +18,8 @@ from gpu_envs.trainers.matchups import (
     evaluate_matchups,
     load_tag_checkpoint,
 )
+from gpu_envs.tag import TagEnv
+from gpu_envs.trainers import load_policy
 from gpu_envs.trainers.policy import greedy_actions
 
 SMALL_TAG = [
@@ -56,9 +56,9 @@ STILL = dict(
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     """A trainer checkpoint of one tiny Tag iteration (tagger and runner policies)."""
-    from gpu_envs.trainers.config import RunConfig, apply_overrides
+    from gpu_envs.runs.config import RunConfig, apply_overrides
+    from gpu_envs.runs.presets import preset
     from gpu_envs.trainers.fabric_loop import train
-    from gpu_envs.trainers.presets import preset
 
     basedir = tmp_path_factory.mktemp("run")
     config = RunConfig.from_dict(

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from seed_run_config import SEED_RUN_CONFIG as NOTEBOOK_RUN_CONFIG
 
-from gpu_envs.trainers.config import (
+from gpu_envs.runs.config import (
     ConfigError,
     ModelConfig,
     PolicyConfig,
@@ -20,7 +20,7 @@ from gpu_envs.trainers.config import (
     dump_yaml,
     load_yaml,
 )
-from gpu_envs.trainers.presets import PRESETS, preset
+from gpu_envs.runs.presets import PRESETS, preset
 
 # WarpDrive 1.6.5's warp_drive/training/run_configs/default_configs.yaml, the values only.
 WARPDRIVE_DEFAULT_CONFIGS = dict(

@@ -12,12 +12,13 @@ from lightning.pytorch import Trainer
 from seed_run_config import small_seed_run_config
 
 from gpu_envs import TagEnv
+from gpu_envs.lightning.module import EnvResetCallback, TagLightningModule
+from gpu_envs.lightning.warpdrive import CUDACallback, PerfStatsCallback
+from gpu_envs.runs import console
+from gpu_envs.runs.config import RunConfig, load_yaml
+from gpu_envs.runs.console import NO_EPISODE
 from gpu_envs.tag_rendering import render_episode
-from gpu_envs.trainers import console, load_policy
-from gpu_envs.trainers.config import RunConfig, load_yaml
-from gpu_envs.trainers.console import NO_EPISODE
-from gpu_envs.trainers.lightning_module import EnvResetCallback, TagLightningModule
-from gpu_envs.trainers.warpdrive import CUDACallback, PerfStatsCallback
+from gpu_envs.trainers import load_policy
 
 TUTORIAL = Path(__file__).resolve().parents[1] / "docs" / "tutorial-tag-lightning.md"
 

@@ -169,11 +169,11 @@ def test_cli_rejects_other_suffixes_and_missing_checkpoints(tmp_path):
 
 
 def test_cli_plays_a_checkpoint_on_its_env(tmp_path):
+    from gpu_envs.runs.checkpoint import save_checkpoint
+    from gpu_envs.runs.config import RunConfig, apply_overrides
+    from gpu_envs.runs.presets import preset
     from gpu_envs.tag import TagEnv
-    from gpu_envs.trainers.checkpoint import save_checkpoint
-    from gpu_envs.trainers.config import RunConfig, apply_overrides
     from gpu_envs.trainers.policy import ActorCritic
-    from gpu_envs.trainers.presets import preset
 
     config = RunConfig.from_dict(
         apply_overrides(

@@ -4,8 +4,8 @@ loading."""
 import pytest
 import torch
 
-from gpu_envs.trainers import checkpoint as ckpt
-from gpu_envs.trainers.config import ModelConfig
+from gpu_envs.runs import checkpoint as ckpt
+from gpu_envs.runs.config import ModelConfig
 from gpu_envs.trainers.policy import ActorCritic
 
 

@@ -4,13 +4,13 @@ torch.compile, compiled when the step is chosen, without moving the weights."""
 import pytest
 import torch
 
+from gpu_envs.runs.config import ModelConfig, PolicyConfig
+from gpu_envs.runs.timing import PhaseTimer
 from gpu_envs.trainers import fused_step, learner, ppo
-from gpu_envs.trainers.config import ModelConfig, PolicyConfig
 from gpu_envs.trainers.games import make_game
 from gpu_envs.trainers.policy import ActorCritic
 from gpu_envs.trainers.rollout import Collector, PolicyGroup
 from gpu_envs.trainers.sampling import TorchSampler
-from gpu_envs.trainers.timing import PhaseTimer
 
 BACKWARD = torch.Tensor.backward  # what fabric.backward does on one process
 

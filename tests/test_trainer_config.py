@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from seed_run_config import SEED_RUN_CONFIG
 
 from gpu_envs.commands import train as train_cli
-from gpu_envs.trainers.config import (
+from gpu_envs.runs.config import (
     ConfigError,
     EvaluationConfig,
     ModelConfig,
@@ -28,7 +28,7 @@ from gpu_envs.trainers.config import (
     dump_yaml,
     load_yaml,
 )
-from gpu_envs.trainers.presets import PRESETS, preset
+from gpu_envs.runs.presets import PRESETS, preset
 
 
 def test_seed_run_config_is_accepted_verbatim():
@@ -338,11 +338,11 @@ def test_random_bad_numbers_raise_config_error_naming_the_field(data, path):
 def test_the_config_reference_page_is_generated_from_the_schema():
     from pathlib import Path
 
-    from gpu_envs.trainers import config_docs
+    from gpu_envs.runs import config_docs
 
     page = Path(__file__).resolve().parents[1] / "docs" / "config.md"
     assert page.read_text(encoding="utf8") == config_docs.fields_table(), (
-        "docs/config.md is stale: python -m gpu_envs.trainers.config_docs > docs/config.md"
+        "docs/config.md is stale: python -m gpu_envs.runs.config_docs > docs/config.md"
     )
     assert "| `saving.checkpoint_minutes` | a number | `10.0` | must be >= 0 |" in page.read_text()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from gpu_envs.trainers.checkpoint import load_checkpoint
+from gpu_envs.runs.checkpoint import load_checkpoint
 
 OVERRIDES = [
     "env.max_episode_steps=5",  # every env's episodes end at steps 4 and 10 of its 16
@@ -69,9 +69,9 @@ def test_two_ranks_hold_identical_weights_with_different_env_seeds(tmp_path):
 
 
 def _main(out: Path) -> None:
-    from gpu_envs.trainers.config import RunConfig, apply_overrides
+    from gpu_envs.runs.config import RunConfig, apply_overrides
+    from gpu_envs.runs.presets import preset
     from gpu_envs.trainers.fabric_loop import Trainer, make_fabric
-    from gpu_envs.trainers.presets import preset
 
     config = RunConfig.from_dict(
         apply_overrides(preset("cartpole"), OVERRIDES + [f"saving.basedir={out / 'exp'}"])

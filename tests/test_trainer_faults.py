@@ -18,10 +18,10 @@ import pytest
 import torch
 
 from gpu_envs.commands import train as train_cli
-from gpu_envs.trainers import checkpoint as ckpt
-from gpu_envs.trainers.config import ModelConfig, RunConfig, apply_overrides
+from gpu_envs.runs import checkpoint as ckpt
+from gpu_envs.runs.config import ModelConfig, RunConfig, apply_overrides
+from gpu_envs.runs.presets import preset
 from gpu_envs.trainers.policy import ActorCritic
-from gpu_envs.trainers.presets import preset
 
 SMALL = [
     "trainer.num_envs=8",
@@ -142,7 +142,7 @@ def test_foreign_pickles_are_refused_without_torch_s_weights_only_advice(tmp_pat
             load(path)
         message = str(error.value)
         assert "corrupt or not a torch checkpoint written by gpu-envs" in message
-        assert "gpu_envs.trainers.config.ModelConfig" in message
+        assert "gpu_envs.runs.config.ModelConfig" in message
         assert "weights_only" not in message and "trust" not in message
 
 

@@ -4,11 +4,11 @@ of the temporary files a killed checkpoint write leaves behind."""
 import threading
 from datetime import datetime
 
-from gpu_envs.trainers import experiment
-from gpu_envs.trainers.checkpoint import save_checkpoint
-from gpu_envs.trainers.config import RunConfig
-from gpu_envs.trainers.experiment import Experiment, fresh_root
-from gpu_envs.trainers.presets import preset
+from gpu_envs.runs import experiment
+from gpu_envs.runs.checkpoint import save_checkpoint
+from gpu_envs.runs.config import RunConfig
+from gpu_envs.runs.experiment import Experiment, fresh_root
+from gpu_envs.runs.presets import preset
 
 NOW = datetime(2026, 12, 1, 15, 30, 45)
 

@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpu_envs.trainers import checkpoint as ckpt
-from gpu_envs.trainers import curves, experiment, learner, run_control
-from gpu_envs.trainers.config import RunConfig, apply_overrides
+from gpu_envs.runs import checkpoint as ckpt
+from gpu_envs.runs import curves, experiment, run_control
+from gpu_envs.runs.config import RunConfig, apply_overrides
+from gpu_envs.runs.presets import preset
+from gpu_envs.trainers import learner
 from gpu_envs.trainers.evaluation import evaluate_checkpoint
 from gpu_envs.trainers.fabric_loop import train
-from gpu_envs.trainers.presets import preset
 
 CARTPOLE = [
     "trainer.num_envs=16",

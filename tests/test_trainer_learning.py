@@ -6,8 +6,8 @@ only saves time here, and costs its compiling); the budget is the preset's own 1
 
 import pytest
 
-from gpu_envs.trainers.config import RunConfig, apply_overrides
-from gpu_envs.trainers.presets import preset
+from gpu_envs.runs.config import RunConfig, apply_overrides
+from gpu_envs.runs.presets import preset
 
 
 @pytest.mark.slow

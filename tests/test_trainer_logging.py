@@ -6,8 +6,8 @@ import csv
 import pytest
 from lightning.fabric.loggers import Logger
 
-from gpu_envs.trainers.config import RunConfig, apply_overrides
-from gpu_envs.trainers.presets import preset
+from gpu_envs.runs.config import RunConfig, apply_overrides
+from gpu_envs.runs.presets import preset
 
 SMALL = [
     "trainer.num_envs=8",

@@ -5,9 +5,9 @@ import pytest
 import torch
 from test_trainer_tag import SMALL_TAG as TAG_SMALL_GAME
 
-from gpu_envs.trainers.checkpoint import load_checkpoint
-from gpu_envs.trainers.config import ConfigError, RunConfig, apply_overrides
-from gpu_envs.trainers.presets import preset
+from gpu_envs.runs.checkpoint import load_checkpoint
+from gpu_envs.runs.config import ConfigError, RunConfig, apply_overrides
+from gpu_envs.runs.presets import preset
 
 # test_trainer_tag's small game, more envs and iterations, PPO for both teams, a pool.
 SMALL_TAG = [
@@ -117,7 +117,7 @@ def test_a_checkpoint_resumes_the_pool(tmp_path):
 
 
 def test_a_checkpoint_without_a_pool_cannot_resume_a_run_with_one(tmp_path):
-    from gpu_envs.trainers.checkpoint import CheckpointError
+    from gpu_envs.runs.checkpoint import CheckpointError
 
     _trainer(tmp_path, ["opponents.share=0.0", "trainer.total_timesteps=48"]).fit()
     with pytest.raises(CheckpointError, match="holds no opponent pool"):

@@ -7,8 +7,10 @@ import pytest
 import torch
 from torch.distributions import Normal
 
-from gpu_envs.trainers.checkpoint import load_checkpoint
-from gpu_envs.trainers.config import ModelConfig, PolicyConfig, RunConfig, apply_overrides
+from gpu_envs.runs.checkpoint import load_checkpoint
+from gpu_envs.runs.config import ModelConfig, PolicyConfig, RunConfig, apply_overrides
+from gpu_envs.runs.presets import preset
+from gpu_envs.runs.timing import PhaseTimer
 from gpu_envs.trainers.evaluation import Evaluator
 from gpu_envs.trainers.games import make_game
 from gpu_envs.trainers.policy import (
@@ -19,10 +21,8 @@ from gpu_envs.trainers.policy import (
     log_prob,
     log_prob_entropy,
 )
-from gpu_envs.trainers.presets import preset
 from gpu_envs.trainers.rollout import Collector, PolicyGroup
 from gpu_envs.trainers.sampling import NumbaSampler, TorchSampler
-from gpu_envs.trainers.timing import PhaseTimer
 
 CPU = torch.device("cpu")
 

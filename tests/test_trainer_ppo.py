@@ -5,14 +5,14 @@ import math
 import pytest
 import torch
 
+from gpu_envs.runs.config import ModelConfig, PolicyConfig
+from gpu_envs.runs.timing import PhaseTimer
 from gpu_envs.trainers import ppo
-from gpu_envs.trainers.config import ModelConfig, PolicyConfig
 from gpu_envs.trainers.games import make_game
 from gpu_envs.trainers.learner import clip_gradients, make_step
 from gpu_envs.trainers.policy import ActorCritic, log_prob_entropy
 from gpu_envs.trainers.rollout import Collector, PolicyGroup
 from gpu_envs.trainers.sampling import NumbaSampler, TorchSampler
-from gpu_envs.trainers.timing import PhaseTimer
 
 REWARDS = torch.tensor([[1.0], [1.0], [1.0]])
 VALUES = torch.tensor([[0.5], [0.6], [0.7]])

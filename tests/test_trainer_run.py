@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from gpu_envs.trainers.checkpoint import load_checkpoint
-from gpu_envs.trainers.config import RunConfig, apply_overrides
-from gpu_envs.trainers.presets import preset
+from gpu_envs.runs.checkpoint import load_checkpoint
+from gpu_envs.runs.config import RunConfig, apply_overrides
+from gpu_envs.runs.presets import preset
 
 SMALL = [
     "trainer.num_envs=8",
@@ -161,7 +161,7 @@ def test_resume_with_mismatched_network_is_a_clear_error(tmp_path):
     other = RunConfig.from_dict(
         apply_overrides(preset("cartpole"), base + ["policy.agent.model.fc_dims=[16]"])
     )
-    from gpu_envs.trainers.checkpoint import CheckpointError
+    from gpu_envs.runs.checkpoint import CheckpointError
 
     with pytest.raises(CheckpointError, match="policy 'agent' has a different network"):
         train(other, resume=True)
@@ -183,7 +183,7 @@ def test_fabric_run_with_mixed_precision_is_a_clear_error(monkeypatch):
 
 
 def test_train_clock_stands_still_while_paused(monkeypatch):
-    from gpu_envs.trainers import timing
+    from gpu_envs.runs import timing
 
     now = [100.0]
     monkeypatch.setattr(timing.time, "perf_counter", lambda: now[0])

@@ -5,8 +5,8 @@ import copy
 import pytest
 import torch
 
-from gpu_envs.trainers.config import RunConfig, apply_overrides
-from gpu_envs.trainers.presets import preset
+from gpu_envs.runs.config import RunConfig, apply_overrides
+from gpu_envs.runs.presets import preset
 
 SMALL_TAG = [
     "env.num_taggers=2",

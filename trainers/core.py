@@ -15,7 +15,7 @@
 
 The drivers only add what their framework needs: ``fabric_loop.Trainer`` (launch, DDP, signals,
 the progress bar; ``fit`` calls ``iterate`` until it says the run ends) and
-``lightning_module.TagLightningModule`` (one ``iterate`` per Lightning epoch).
+``gpu_envs.lightning.module.TagLightningModule`` (one ``iterate`` per Lightning epoch).
 
 A checkpoint holds everything the run continues from (weights, optimiser, the envs' buffers, the
 rollout's carry-over, RNG and sampler states), so an interrupted run resumed from it ends with the
@@ -38,18 +38,19 @@ from pathlib import Path
 import torch
 from lightning.fabric.utilities.seed import seed_everything
 
-from gpu_envs.trainers import checkpoint as ckpt
-from gpu_envs.trainers import console, curves, learner, run_control
-from gpu_envs.trainers.config import RunConfig
+from gpu_envs.runs import checkpoint as ckpt
+from gpu_envs.runs import console, curves, run_control
+from gpu_envs.runs.config import RunConfig
+from gpu_envs.runs.experiment import Experiment, NullExperiment, experiment_root, fresh_root
+from gpu_envs.runs.metrics import MetricsWindow, cleanrl_metrics, episode_summary
+from gpu_envs.runs.timing import PhaseTimer, SpeedMeter, TrainClock
+from gpu_envs.trainers import learner
 from gpu_envs.trainers.evaluation import Evaluator, record_video
-from gpu_envs.trainers.experiment import Experiment, NullExperiment, experiment_root, fresh_root
 from gpu_envs.trainers.games import make_game
-from gpu_envs.trainers.metrics import MetricsWindow, cleanrl_metrics, episode_summary
 from gpu_envs.trainers.opponents import make_pool
 from gpu_envs.trainers.policy import ContinuousActions, make_network
 from gpu_envs.trainers.rollout import Collector, PolicyGroup, agent_index
 from gpu_envs.trainers.sampling import make_sampler
-from gpu_envs.trainers.timing import PhaseTimer, SpeedMeter, TrainClock
 
 #: Why ``iterate`` ends a run (None: it goes on).
 REACHED, COMPLETED, STOPPED = "stop_value reached", "num_iterations reached", "stop requested"

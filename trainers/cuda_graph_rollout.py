@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 
 class _NoTimer:
-    """A :class:`~gpu_envs.trainers.timing.PhaseTimer` that records nothing (inside a capture)."""
+    """A :class:`~gpu_envs.runs.timing.PhaseTimer` that records nothing (inside a capture)."""
 
     @staticmethod
     def phase(name: str) -> contextlib.nullcontext:

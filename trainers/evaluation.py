@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 
 from gpu_envs import devices
-from gpu_envs.trainers.checkpoint import CheckpointError, load_checkpoint
-from gpu_envs.trainers.config import ConfigError, RunConfig
+from gpu_envs.runs.checkpoint import CheckpointError, load_checkpoint
+from gpu_envs.runs.config import ConfigError, RunConfig
 from gpu_envs.trainers.games import make_game
 from gpu_envs.trainers.policy import action_dtype, greedy_actions, network_from_checkpoint
 from gpu_envs.trainers.rollout import PolicyGroup

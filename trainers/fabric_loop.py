@@ -12,8 +12,8 @@ import os
 
 import torch
 
-from gpu_envs.trainers import console, run_control
-from gpu_envs.trainers.config import RunConfig
+from gpu_envs.runs import console, run_control
+from gpu_envs.runs.config import RunConfig
 from gpu_envs.trainers.core import STOPPED, TrainingRun
 
 

@@ -21,7 +21,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from gpu_envs import games
-from gpu_envs.trainers.config import ConfigError, game_of
+from gpu_envs.runs.config import ConfigError, game_of
 from gpu_envs.trainers.policy import ContinuousActions
 
 

@@ -23,8 +23,8 @@ from collections.abc import Callable
 
 import torch
 
+from gpu_envs.runs.config import PolicyConfig
 from gpu_envs.trainers import fused_step, ppo
-from gpu_envs.trainers.config import PolicyConfig
 from gpu_envs.trainers.rollout import PolicyGroup, RolloutBuffer
 
 Backward = Callable[[torch.Tensor], None]

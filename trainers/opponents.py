@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import torch
 
-from gpu_envs.trainers.config import OpponentsConfig
+from gpu_envs.runs.config import OpponentsConfig
 from gpu_envs.trainers.rollout import PolicyGroup, RolloutBuffer
 
 

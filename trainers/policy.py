@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from gpu_envs.trainers.checkpoint import CheckpointError, load_model_weights
-from gpu_envs.trainers.config import ModelConfig, PolicyConfig
+from gpu_envs.runs.checkpoint import CheckpointError, load_model_weights
+from gpu_envs.runs.config import ModelConfig, PolicyConfig
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)

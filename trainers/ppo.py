@@ -23,7 +23,7 @@ from collections.abc import Iterator
 
 import torch
 
-from gpu_envs.trainers.config import PolicyConfig
+from gpu_envs.runs.config import PolicyConfig
 from gpu_envs.trainers.policy import log_prob_entropy
 from gpu_envs.trainers.rollout import PolicyGroup, RolloutBuffer
 

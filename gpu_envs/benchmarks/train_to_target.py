@@ -44,7 +44,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from gpu_envs.benchmarks import machine, report, timing
-from gpu_envs.trainers.presets import preset
+from gpu_envs.runs.presets import preset
 
 if TYPE_CHECKING:
     from stable_baselines3 import PPO

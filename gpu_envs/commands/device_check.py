@@ -282,9 +282,9 @@ def trainer_throughput(
 
     import torch
 
-    from gpu_envs.trainers.config import RunConfig, apply_overrides
+    from gpu_envs.runs.config import RunConfig, apply_overrides
+    from gpu_envs.runs.presets import preset
     from gpu_envs.trainers.fabric_loop import Trainer, make_fabric
-    from gpu_envs.trainers.presets import preset
 
     # (the simulated device's trainer runs on the CPU: Fabric needs a real GPU for "cuda")
     accelerator = "cuda" if device != "cpu" and torch.cuda.is_available() else "cpu"

@@ -12,7 +12,7 @@ checkpoint's Tag env for four matchups: random vs random, trained taggers vs ran
 taggers vs trained runners, trained vs trained. Prints the runners tagged per episode (mean ±
 standard
 error) and the learning benchmark's ratios, with whether each meets its target: tagger ratio >= 1.5,
-runner ratio <= 2/3 (see ``gpu_envs.trainers.matchups``).
+runner ratio <= 2/3 (see ``gpu_envs.runs.matchups``).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def run_single_agent(args: argparse.Namespace) -> int:
 
 def run_tag(args: argparse.Namespace) -> int:
     """Tag matchups of a checkpoint's teams against random teams on seeded episodes."""
-    from gpu_envs.trainers.matchups import evaluate_matchups
+    from gpu_envs.runs.matchups import evaluate_matchups
 
     report = _evaluate(
         "tag",
@@ -133,7 +133,7 @@ def format_returns(report, game: str = "cartpole") -> str:
 
 def format_report(report) -> str:
     """The matchup table and the two ratios with their targets, as text."""
-    from gpu_envs.trainers.matchups import RUNNER_TARGET, TAGGER_TARGET
+    from gpu_envs.runs.matchups import RUNNER_TARGET, TAGGER_TARGET
 
     actions = "greedy" if report.greedy else "sampled"
     width = max(len(r.name) for r in report.results)

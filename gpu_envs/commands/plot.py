@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
     if find_spec("matplotlib") is None:
         raise SystemExit("gpu-envs plot: needs matplotlib: pip install matplotlib")
-    from gpu_envs.trainers.curves import groups_of, plot_groups
+    from gpu_envs.runs.curves import groups_of, plot_groups
 
     try:
         out = plot_groups(groups_of(args.runs), args.out, args.title)

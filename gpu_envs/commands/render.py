@@ -124,8 +124,8 @@ def env_params_from(args: argparse.Namespace) -> dict[str, Any]:
 
 def load_checkpoint_policy(path: Path):
     """The policy of every team stored in the trainer checkpoint at ``path``."""
+    from gpu_envs.runs.checkpoint import CheckpointError
     from gpu_envs.trainers import load_policy
-    from gpu_envs.trainers.checkpoint import CheckpointError
 
     try:
         return load_policy(path)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gpu_envs.trainers.config import RunConfig
+    from gpu_envs.runs.config import RunConfig
 
 
 def add_parser(subparsers) -> None:
@@ -66,7 +66,7 @@ def _devices(text: str):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The train command's arguments (flags named as in Lightning's Fabric PPO example)."""
-    from gpu_envs.trainers.presets import PRESETS
+    from gpu_envs.runs.presets import PRESETS
 
     parser.add_argument(
         "target",
@@ -147,7 +147,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _overrides(args: argparse.Namespace, extra: list[str] | None) -> list[str]:
     """The ``KEY=VALUE`` words, wherever argparse put them; sets ``args.target`` and
     ``args.resume`` to what the words meant."""
-    from gpu_envs.trainers.presets import PRESETS
+    from gpu_envs.runs.presets import PRESETS
 
     overrides = list(args.overrides or []) + list(extra or [])
     if args.target is not None and "=" in args.target:
@@ -169,8 +169,8 @@ def _overrides(args: argparse.Namespace, extra: list[str] | None) -> list[str]:
 
 def build_config(args: argparse.Namespace, extra: list[str] | None = None) -> RunConfig:
     """The resolved ``RunConfig`` of parsed ``args`` (+ unparsed ``extra`` overrides)."""
-    from gpu_envs.trainers.config import ConfigError, RunConfig, apply_overrides, game_of, load_yaml
-    from gpu_envs.trainers.presets import PRESETS, preset
+    from gpu_envs.runs.config import ConfigError, RunConfig, apply_overrides, game_of, load_yaml
+    from gpu_envs.runs.presets import PRESETS, preset
 
     overrides = _overrides(args, extra)
     target = args.target
@@ -245,7 +245,7 @@ def train_from(args: argparse.Namespace, extra: list[str] | None = None) -> dict
 
     A bad config, an unusable checkpoint or a diverging run exits with its message.
     """
-    from gpu_envs.trainers.config import ConfigError, to_yaml
+    from gpu_envs.runs.config import ConfigError, to_yaml
 
     try:
         config = build_config(args, extra)
@@ -255,7 +255,7 @@ def train_from(args: argparse.Namespace, extra: list[str] | None = None) -> dict
         print(to_yaml(config), end="")
         raise SystemExit(0)
     set_launch_environment(args)
-    from gpu_envs.trainers.checkpoint import CheckpointError
+    from gpu_envs.runs.checkpoint import CheckpointError
     from gpu_envs.trainers.fabric_loop import train
     from gpu_envs.trainers.learner import NonFiniteError
 
@@ -285,7 +285,7 @@ def exit_code(summary: dict) -> int:
             f"{summary['resume_command']}",
             flush=True,
         )
-    from gpu_envs.trainers.run_control import EXIT_CODES
+    from gpu_envs.runs.run_control import EXIT_CODES
 
     return EXIT_CODES[summary["reason"]]
 

@@ -1,9 +1,9 @@
-"""The run config's reference table, generated from the schema (``gpu_envs.trainers.config``).
+"""The run config's reference table, generated from the schema (``gpu_envs.runs.config``).
 
 Every field of every section with its type, default, rule and the docstring written under it in
 the dataclass. ``docs/config.md`` is this module's output (a test checks it is up to date):
 
-    python -m gpu_envs.trainers.config_docs > docs/config.md
+    python -m gpu_envs.runs.config_docs > docs/config.md
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import dataclasses
 import inspect
 import typing
 
-from gpu_envs.trainers import config as schema
+from gpu_envs.runs import config as schema
 
 #: The sections in the order of a run config file, with the dataclass of each.
 SECTIONS = (
@@ -65,8 +65,8 @@ def fields_table() -> str:
         "# Run config reference",
         "",
         "Every field of a run config (`gpu-envs train --config FILE`, `KEY=VALUE` overrides, "
-        "`--print-config`), generated from `gpu_envs.trainers.config` by "
-        "`python -m gpu_envs.trainers.config_docs`. A value breaking its rule is refused with "
+        "`--print-config`), generated from `gpu_envs.runs.config` by "
+        "`python -m gpu_envs.runs.config_docs`. A value breaking its rule is refused with "
         "the field's name.",
         "",
         "| field | type | default | rule | meaning |",

@@ -2,7 +2,7 @@
 
 ``TagLightningModule`` plays the role of ``WarpDriveModule``; ``EnvResetCallback`` resets the envs
 when training starts. The notebook's callback names, ``CUDACallback`` and ``PerfStatsCallback``,
-are in ``gpu_envs.trainers.warpdrive``::
+are in ``gpu_envs.lightning.warpdrive``::
 
     env = gpu_envs.TagEnv(num_envs=run_config["trainer"]["num_envs"], device="cuda",
                           **run_config["env"])
@@ -44,10 +44,10 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from gpu_envs.runs import console
+from gpu_envs.runs.config import ConfigError, RunConfig
 from gpu_envs.tag import TagEnv
 from gpu_envs.tag_rendering import animate_episode, save_animation
-from gpu_envs.trainers import console
-from gpu_envs.trainers.config import ConfigError, RunConfig
 from gpu_envs.trainers.core import REACHED, TrainingRun
 from gpu_envs.trainers.games import TagGame
 from gpu_envs.trainers.policy import greedy_actions

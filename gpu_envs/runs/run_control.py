@@ -24,9 +24,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from gpu_envs.trainers import checkpoint as ckpt
-from gpu_envs.trainers.config import ConfigError, RunConfig, load_yaml
-from gpu_envs.trainers.experiment import experiment_root
+from gpu_envs.runs import checkpoint as ckpt
+from gpu_envs.runs.config import ConfigError, RunConfig, load_yaml
+from gpu_envs.runs.experiment import experiment_root
 
 STATUS_FILE = "run_status.json"
 CONFIG_FILE = "total_config.yaml"

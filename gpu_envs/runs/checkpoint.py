@@ -32,9 +32,9 @@ from typing import Any
 
 import torch
 
-from gpu_envs.trainers.config import ModelConfig
+from gpu_envs.runs.config import ModelConfig
 
-FORMAT = "gpu_envs.trainers.checkpoint/1"
+FORMAT = "gpu_envs.runs.checkpoint/1"
 #: The fields of a policy's ``model`` config that define its network (the rest only initialise it).
 NETWORK_FIELDS = ("type", "fc_dims", "activation")
 _ITERATION_FILE = re.compile(r"^iteration_(\d+)\.pth\.tar$")

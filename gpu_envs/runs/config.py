@@ -330,7 +330,7 @@ def _typed(data: Mapping[str, Any]) -> DictConfig:
     if not isinstance(data, Mapping):
         raise ConfigError(f"config: must be a mapping, got {type(data).__name__}")
     if data.get("defaults") == "warpdrive":
-        from gpu_envs.trainers import warpdrive
+        from gpu_envs.lightning import warpdrive
 
         data = warpdrive.with_warpdrive_defaults(warpdrive.read_warpdrive_keys(data))
     try:

@@ -13,7 +13,7 @@ import math
 import sys
 import time
 
-from gpu_envs.trainers.metrics import IterationRecord, episode_summary
+from gpu_envs.runs.metrics import IterationRecord, episode_summary
 from gpu_envs.trainers.rollout import PolicyGroup
 
 RULE = "=" * 40

@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 import lightning.pytorch as pl
 
-from gpu_envs.trainers import console
-from gpu_envs.trainers.config import ConfigError
-from gpu_envs.trainers.lightning_module import EnvResetCallback
-from gpu_envs.trainers.presets import merged
-from gpu_envs.trainers.timing import SpeedMeter
+from gpu_envs.lightning.module import EnvResetCallback
+from gpu_envs.runs import console
+from gpu_envs.runs.config import ConfigError
+from gpu_envs.runs.presets import merged
+from gpu_envs.runs.timing import SpeedMeter
 
 if TYPE_CHECKING:
-    from gpu_envs.trainers.lightning_module import TagLightningModule
+    from gpu_envs.lightning.module import TagLightningModule
 
 # WarpDrive 1.6.5 (the version the Lightning notebook installs): its
 # warp_drive/training/run_configs/default_configs.yaml, which its WarpDriveModule merges into a run

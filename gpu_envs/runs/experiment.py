@@ -26,9 +26,9 @@ import math
 from datetime import datetime
 from pathlib import Path
 
-from gpu_envs.trainers.checkpoint import remove_temporary_files
-from gpu_envs.trainers.config import RunConfig, dump_yaml
-from gpu_envs.trainers.metrics import IterationRecord, episode_summary, learner_summary
+from gpu_envs.runs.checkpoint import remove_temporary_files
+from gpu_envs.runs.config import RunConfig, dump_yaml
+from gpu_envs.runs.metrics import IterationRecord, episode_summary, learner_summary
 
 
 def _stamp() -> str:
