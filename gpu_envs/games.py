@@ -50,8 +50,8 @@ class Game:
     normalisation, for games whose observations differ in scale by orders of magnitude, as
     MountainCar's position and velocity); None: the observations as they are."""
     potential: str = ""
-    """``"module:function"`` of the potential ``Phi(obs)`` ([E, obs_dim] env observations -> [E])
-    that ``trainer.reward_shaping`` shapes PPO's rewards with; empty: none."""
+    """``"module:function"`` of the potential ``Phi(obs)`` (the env's observations [..., obs_dim]
+    -> [...]) that ``trainer.reward_shaping`` shapes PPO's rewards with; empty: none."""
     aliases: tuple[str, ...] = ()
     """Other names run configs may give (lower case)."""
     parity_rules: str = ""
