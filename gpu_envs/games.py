@@ -49,6 +49,9 @@ class Game:
     """``(center, scale)``: the trainer feeds the policy ``(obs - center) / scale`` (a fixed
     normalisation, for games whose observations differ in scale by orders of magnitude, as
     MountainCar's position and velocity); None: the observations as they are."""
+    potential: str = ""
+    """``"module:function"`` of the potential ``Phi(obs)`` (the env's observations [..., obs_dim]
+    -> [...]) that ``trainer.reward_shaping`` shapes PPO's rewards with; empty: none."""
     aliases: tuple[str, ...] = ()
     """Other names run configs may give (lower case)."""
     parity_rules: str = ""
@@ -136,6 +139,7 @@ GAMES: dict[str, Game] = {
             render_fps=30.0,
             # the velocity in units of its typical size (the bounds, 0.07, are rarely approached)
             observation_scale=_MOUNTAIN_CAR_SCALE,
+            potential="gpu_envs.mountain_car:mechanical_energy",
             aliases=("mountain_car",),
         ),
         Game(

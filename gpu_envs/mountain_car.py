@@ -54,6 +54,15 @@ _METADATA = {
 }
 
 
+def mechanical_energy(obs: torch.Tensor) -> torch.Tensor:
+    """The car's energy ``U + v**2 / 2`` per unit mass, ``U(x) = 0.0025 / 3 * sin(3 x)`` (the
+    gravity term of the dynamics), in units of ``0.0025 / 3`` and less its value at the flag at
+    rest (``x = 0.5``): about -2 in the valley, 0 at the flag, so the 0 of a terminal state is no
+    jump. MountainCar-v0's potential of ``trainer.reward_shaping`` ([..., 2] -> [...])."""
+    position, velocity = obs[..., 0], obs[..., 1]
+    return torch.sin(3.0 * position) + velocity * velocity * (1.5 / 0.0025) - math.sin(1.5)
+
+
 def _check_goal_velocity(goal_velocity) -> float:
     if (
         isinstance(goal_velocity, bool)

@@ -1,6 +1,7 @@
 """gpu_envs.games: every record is registered with gymnasium as it says, its classes and preset
 exist, the tools list it; ``import gpu_envs`` imports no torch; the trainer's observation scale."""
 
+import math
 import subprocess
 import sys
 
@@ -68,3 +69,8 @@ def test_the_trainer_standardises_observations_by_the_games_scale():
     assert obs.shape == (3, 1, 2) and torch.allclose(obs[:, 0], (raw - center) / scale)
     plain = make_game("cartpole", 2, torch.device("cpu"), {})
     assert torch.equal(plain.reset(seed=0)[:, 0], plain.env.state_snapshot()["obs"])
+    # the reward-shaping potential is the game's, of the env's observations
+    energy = load(GAMES["mountaincar"].potential)
+    assert torch.allclose(face.potential(obs)[:, 0], energy(raw))
+    at_flag, in_valley = energy(torch.tensor([[0.5, 0.0], [-math.pi / 6, 0.0]])).tolist()
+    assert at_flag == pytest.approx(0, abs=1e-6) and in_valley == pytest.approx(-1 - math.sin(1.5))

@@ -100,6 +100,8 @@ def test_overrides_set_nested_fields():
         ("policy.runner.lr=nan", "policy.runner.lr"),
         ("policy.runner.lr=fast", "policy.runner.lr"),
         ("evaluation.stop_value=-.inf", "evaluation.stop_value"),
+        ("trainer.reward_shaping=-1", "trainer.reward_shaping"),
+        ("trainer.reward_shaping=30", "trainer.reward_shaping"),  # Tag has no potential
     ],
 )
 def test_bad_values_are_rejected_naming_the_field(override, field):

@@ -7,7 +7,7 @@ import torch
 
 from gpu_envs.runs.config import ModelConfig, PolicyConfig
 from gpu_envs.runs.timing import PhaseTimer
-from gpu_envs.trainers import ppo
+from gpu_envs.trainers import ppo, rollout
 from gpu_envs.trainers.games import make_game
 from gpu_envs.trainers.learner import clip_gradients, make_step
 from gpu_envs.trainers.policy import ActorCritic, log_prob_entropy
@@ -196,13 +196,11 @@ def test_samplers_follow_the_probabilities(kind):
     assert int(actions.min()) >= 0 and int(actions[:, 1].max()) <= 2
 
 
-def _cartpole_collector(max_episode_steps, steps, envs=4):
+def _collector(max_episode_steps, steps, envs=4, name="cartpole", reward_shaping=0.0):
     torch.manual_seed(0)
-    game = make_game(
-        "cartpole", envs, torch.device("cpu"), {"max_episode_steps": max_episode_steps}
-    )
+    game = make_game(name, envs, torch.device("cpu"), {"max_episode_steps": max_episode_steps})
     cfg = PolicyConfig(update_epochs=2, num_minibatches=2, model=ModelConfig(fc_dims=[8]))
-    module = ActorCritic(4, (2,), cfg.model)
+    module = ActorCritic(game.obs_dim, game.action_nvec, cfg.model)
     group = PolicyGroup(
         "agent",
         cfg,
@@ -212,13 +210,16 @@ def _cartpole_collector(max_episode_steps, steps, envs=4):
         slice(0, 1),
         1,
     )
-    collector = Collector(game, [group], steps, TorchSampler(0), PhaseTimer(torch.device("cpu")))
+    timer = PhaseTimer(torch.device("cpu"))
+    collector = Collector(
+        game, [group], steps, TorchSampler(0), timer, reward_shaping=reward_shaping
+    )
     collector.reset(seed=0)
     return collector, group
 
 
 def test_rollout_bootstraps_truncation_from_final_obs_and_masks_reset_step():
-    collector, group = _cartpole_collector(max_episode_steps=5, steps=12)
+    collector, group = _collector(max_episode_steps=5, steps=12)
     buf = collector.collect()["agent"]
     # 5-step episodes cannot fail: every env truncates at steps 4 and 10, resets at 5 and 11.
     done = buf.done[:, :, 0]
@@ -240,15 +241,42 @@ def test_rollout_bootstraps_truncation_from_final_obs_and_masks_reset_step():
 
 
 def test_rollout_termination_ends_episode_without_bootstrap():
-    collector, _ = _cartpole_collector(max_episode_steps=500, steps=40)
+    collector, _ = _collector(max_episode_steps=500, steps=40)
     buf = collector.collect()["agent"]
     # random actions end CartPole episodes by termination well within 40 steps
     assert buf.terminated.sum() > 0
     torch.testing.assert_close(buf.terminated, buf.done)
 
 
+def test_shaping_reward_by_hand():
+    phi, next_phi = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([4.0, 5.0, 6.0])
+    terminated, valid = torch.tensor([0.0, 1.0, 0.0]), torch.tensor([1.0, 1.0, 0.0])
+    shaped = rollout.shaping_reward(phi, next_phi, terminated, valid, 0.5)
+    torch.testing.assert_close(shaped, torch.tensor([0.5 * 4.0 - 1.0, -2.0, 0.0]))
+
+
+def test_reward_shaping_telescopes_and_leaves_the_episode_returns_alone():
+    k, gamma = 30.0, 0.99  # PolicyConfig's gamma
+    plain, group = _collector(5, 12, name="mountaincar")
+    plain_buf = plain.collect()["agent"]
+    shaped, _ = _collector(5, 12, name="mountaincar", reward_shaping=k)
+    buf = shaped.collect()["agent"]
+    torch.testing.assert_close(plain_buf.rewards, plain.rewards)  # off: the env's rewards
+    torch.testing.assert_close(buf.obs, plain_buf.obs)  # the same episodes
+    torch.testing.assert_close(shaped.rewards, plain.rewards)
+    assert shaped.episode_stats(group)["return_sum"].item() == 8 * -5.0
+    bonus = (buf.rewards - plain_buf.rewards)[:, :, 0]
+    assert (bonus[:5] != 0).all()
+    assert (bonus[[5, 11]] == 0).all()  # reset steps
+    phi = k * shaped.game.potential(buf.obs)[:, :, 0]  # [T, E]
+    discounts = gamma ** torch.arange(5.0)[:, None]
+    for first in (0, 6):  # 5-step episodes truncated at steps 4 and 10
+        expected = gamma**5 * phi[first + 5] - phi[first]
+        torch.testing.assert_close((discounts * bonus[first : first + 5]).sum(0), expected)
+
+
 def test_first_minibatch_ratio_is_one_and_update_changes_weights():
-    collector, group = _cartpole_collector(max_episode_steps=500, steps=16)
+    collector, group = _collector(max_episode_steps=500, steps=16)
     buf = collector.collect()["agent"]
     before = [p.detach().clone() for p in group.module.parameters()]
 

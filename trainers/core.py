@@ -122,6 +122,7 @@ class TrainingRun:
             # the same draws on every rank: one pool state for the checkpoint
             make_pool(self.groups, config.opponents, tc.num_envs, tc.seed),
             cuda_graphs=tc.cuda_graphs,
+            reward_shaping=tc.reward_shaping,
         )
         eval_cfg = config.evaluation
         self.evaluator = None

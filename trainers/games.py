@@ -49,7 +49,8 @@ class _OneAgentGame(_Game):
     """A gymnasium vector env seen as one agent per env.
 
     With ``observation_scale`` ``(center, scale)`` the policy sees ``(obs - center) / scale``
-    (``gpu_envs.games.Game.observation_scale``).
+    (``gpu_envs.games.Game.observation_scale``). With ``potential`` (``"module:function"``,
+    ``Game.potential``) :meth:`potential` gives its value on the policy's observations.
     """
 
     def __init__(
@@ -57,8 +58,10 @@ class _OneAgentGame(_Game):
         env,
         episode_length: int | None = None,
         observation_scale: tuple[tuple[float, ...], tuple[float, ...]] | None = None,
+        potential: str = "",
     ):
         super().__init__(env)
+        self._potential = games.load(potential) if potential else None
         self.num_agents = 1
         self.obs_dim = env.single_observation_space.shape[0]
         self.episode_length = env.max_episode_steps or episode_length or 0
@@ -86,6 +89,13 @@ class _OneAgentGame(_Game):
     def step(self, actions: torch.Tensor):
         obs, rewards, terminated, truncated, _ = self.env.step(self._env_actions(actions))
         return self._policy_obs(obs), rewards.unsqueeze(1), terminated, truncated, self.active
+
+    def potential(self, obs: torch.Tensor) -> torch.Tensor:
+        """The game's potential [E, 1] of the policy's observations [E, 1, obs_dim]."""
+        if self._obs_scale is not None:
+            center, scale = self._obs_scale
+            obs = obs * scale + center
+        return self._potential(obs)
 
     def _policy_obs(self, obs: torch.Tensor) -> torch.Tensor:
         """The env's [E, obs_dim] observations as the policy's [E, 1, obs_dim]."""
@@ -196,4 +206,5 @@ def make_game(
         env,
         episode_length=record.max_episode_steps,
         observation_scale=record.observation_scale,
+        potential=record.potential,
     )

@@ -87,6 +87,15 @@ class RolloutBuffer:
         )
 
 
+def shaping_reward(
+    phi: torch.Tensor, next_phi: torch.Tensor, terminated: torch.Tensor, valid: torch.Tensor, gamma
+) -> torch.Tensor:
+    """Potential-based shaping ``F = gamma * Phi(s') - Phi(s)`` (Ng, Harada & Russell 1999), with
+    ``Phi(s') = 0`` when the transition terminated and ``F = 0`` where it is not valid (an env's
+    reset step): over an episode ``sum_t gamma^t F_t = gamma^T Phi(s_T) - Phi(s_0)``."""
+    return (gamma * next_phi * (1.0 - terminated) - phi) * valid
+
+
 class Collector:
     """Steps ``game`` for ``num_steps`` per rollout with every policy acting for its agents.
 
@@ -104,8 +113,10 @@ class Collector:
         timer: PhaseTimer,
         opponents=None,
         cuda_graphs: bool = True,
+        reward_shaping: float = 0.0,
     ):
         self.game, self.groups, self.num_steps = game, groups, num_steps
+        self.reward_shaping = reward_shaping
         self.sampler, self.timer = sampler, timer
         self.opponents = opponents  # an opponents.OpponentPool, or None
         device = game.active.device
@@ -183,16 +194,24 @@ class Collector:
                     with timer.phase("policy_eval"):
                         self.opponents.play(group, obs, buf, t, self.sampler, nvec)
                 self.actions[:, group.agents] = buf.actions[t]
+            if self.reward_shaping:
+                phi = self.reward_shaping * self.game.potential(self.obs)
             with timer.phase("env_step"):
                 self.obs, rewards, terminated, truncated, active_after = self.game.step(
                     self.actions
                 )
+            if self.reward_shaping:
+                next_phi = self.reward_shaping * self.game.potential(self.obs)
             left_game = active & ~active_after
             for group in self.groups:
                 buf = self.buffers[group.tag]
                 buf.rewards[t] = rewards[:, group.agents]
                 buf.terminated[t] = terminated[:, None] | left_game[:, group.agents]
                 buf.done[t] = (terminated | truncated)[:, None] | left_game[:, group.agents]
+                if self.reward_shaping:
+                    buf.rewards[t] += shaping_reward(
+                        phi, next_phi, buf.terminated[t], buf.valid[t], group.config.gamma
+                    )
             self.prev_done = terminated | truncated
             self.rewards[t] = rewards
             self.env_done[t] = self.prev_done

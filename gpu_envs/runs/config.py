@@ -162,6 +162,12 @@ class TrainerConfig:
     """Run length in env steps over all ranks; null: use ``num_episodes``."""
     seed: int = ruled(42, NON_NEGATIVE)
     """Base seed; env ``i`` of rank ``r`` gets ``seed + r * num_envs + i``."""
+    reward_shaping: float = ruled(0.0, NON_NEGATIVE)
+    """Weight ``k`` of potential-based reward shaping (Ng, Harada & Russell 1999; the optimal policy
+    is unchanged): PPO learns from ``r + gamma * k * Phi(s') - k * Phi(s)``, ``Phi`` the game's
+    ``potential`` (``gpu_envs.games``), 0 at a terminal ``s'``, nothing on an env's reset step.
+    Logged returns and evaluations keep the env's reward. 0: off (the only value for a game
+    without a potential)."""
     accelerator: str = ruled("auto", one_of("auto", "cpu", "cuda", "gpu"))
     """Fabric's accelerator ("gpu" is "cuda")."""
     devices: int | str = ruled(
@@ -368,6 +374,11 @@ def _check_relations(config: RunConfig) -> None:
         raise ConfigError(
             f"trainer.train_batch_size: must be a multiple of num_envs ({trainer.num_envs}), "
             f"got {trainer.train_batch_size}"
+        )
+    if trainer.reward_shaping and not games_registry.GAMES[config.game].potential:
+        raise ConfigError(
+            f"trainer.reward_shaping: {config.game} declares no potential "
+            f"(gpu_envs.games.Game.potential), so it must be 0, got {trainer.reward_shaping}"
         )
     share = config.opponents.share
     if share and len(config.policy) < 2:

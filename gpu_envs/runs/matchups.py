@@ -24,9 +24,9 @@ from pathlib import Path
 import torch
 
 from gpu_envs import devices
-from gpu_envs.tag import TEAMS, TagEnv
 from gpu_envs.runs.checkpoint import CheckpointError, load_checkpoint
 from gpu_envs.runs.config import ConfigError, game_of
+from gpu_envs.tag import TEAMS, TagEnv
 from gpu_envs.trainers.evaluation import CHECK_EVERY
 from gpu_envs.trainers.policy import ActorCritic, greedy_actions, network_from_checkpoint
 

@@ -127,16 +127,19 @@ ACROBOT = merged(
 
 # MountainCar-v0 (sparse reward: -1 per step until the flag): rl-baselines3-zoo's PPO settings,
 # many short rollouts (16 envs x 16 steps), gamma 0.99, GAE lambda 0.98, 4 epochs of 4 minibatches
-# (64 samples, SB3's), an entropy bonus of 0.05 (without it the policy turns deterministic before
-# it ever reaches the flag), lr 3e-4 constant; the observations are standardised
-# by the game face (``observation_scale`` in gpu_envs.games).
+# (64 samples, SB3's), an entropy bonus of 0.05, lr 3e-4 constant; the observations are standardised
+# by the game face (``observation_scale`` in gpu_envs.games). Exploration alone never reaches the
+# flag, so PPO learns from rewards shaped by the car's mechanical energy (``trainer.reward_shaping``
+# 30, potential-based: the optimal policy is unchanged; returns and evaluations stay the env's).
 # Stops at the reward threshold (-110): docs/mountain-car.md.
 MOUNTAINCAR = merged(
     ACROBOT,
     dict(
         name="mountaincar",
         env=dict(max_episode_steps=200),
-        trainer=dict(num_envs=16, train_batch_size=16 * 16, total_timesteps=1_000_000),
+        trainer=dict(
+            num_envs=16, train_batch_size=16 * 16, total_timesteps=1_000_000, reward_shaping=30.0
+        ),
         policy=dict(
             agent=dict(
                 lr=0.0003,
@@ -153,13 +156,15 @@ MOUNTAINCAR = merged(
 )
 
 # MountainCarContinuous-v0: MOUNTAINCAR's rollouts with the Gaussian head (initial std 1 over the
-# force range [-1, 1]: wide exploration), gamma 0.9999 as rl-baselines3-zoo, a small entropy bonus.
+# force range [-1, 1]: wide exploration), gamma 0.9999 as rl-baselines3-zoo, a small entropy bonus,
+# no reward shaping (its exploration finds the flag).
 # Stops at the reward threshold (90): docs/mountain-car.md.
 MOUNTAINCAR_CONTINUOUS = merged(
     MOUNTAINCAR,
     dict(
         name="mountaincar-continuous",
         env=dict(max_episode_steps=999),
+        trainer=dict(reward_shaping=0.0),
         policy=dict(agent=dict(gamma=0.9999, gae_lambda=0.9, entropy_coeff=0.005)),
         saving=dict(name="mountaincar_continuous_ppo"),
         evaluation=dict(stop_value=GAMES["mountaincar-continuous"].solved_threshold),
