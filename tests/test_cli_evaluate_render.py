@@ -11,6 +11,7 @@ import pytest
 from PIL import Image, ImageSequence
 
 from gpu_envs import cli
+from gpu_envs.commands.evaluate import returns_on
 from gpu_envs.commands.train import results_message
 from gpu_envs.trainers.evaluation import evaluate_checkpoint, load_trained_game
 
@@ -184,3 +185,30 @@ def test_evaluate_and_render_a_pendulum_checkpoint(tmp_path, capsys):
     video = tmp_path / "pendulum.gif"
     assert cli.main(["render", "pendulum", checkpoint, "--out", str(video)]) == 0
     assert iio.imread(video, index=None).shape[0] >= 2
+
+
+@pytest.mark.parametrize(
+    "game, env_id",
+    [("mountaincar", "MountainCar-v0"), ("mountaincar-continuous", "MountainCarContinuous-v0")],
+)
+def test_evaluate_on_gymnasium_plays_the_real_env_as_ours(game, env_id, tmp_path, capsys):
+    """``--on-gymnasium``: the checkpoint's policy (scaled observations; clipped forces for the
+    continuous car) on gymnasium's own env scores what it scores on our single env of the same
+    seeds, which is bit-exact with it; the episodes last the run's ``max_episode_steps``."""
+    overrides = [
+        "trainer.train_batch_size=32",
+        "trainer.total_timesteps=64",
+        "policy.agent.model.fc_dims=[8]",
+        "evaluation.eval_freq=0",
+        "env.max_episode_steps=40",
+    ]
+    _, checkpoint = train(game, overrides, tmp_path)
+    report_path = tmp_path / "report.json"
+    argv = ["evaluate", game, checkpoint, "--on-gymnasium", "--episodes", "3", "--seed", "7"]
+    assert cli.main([*argv, "--json", str(report_path)]) == 0
+    assert f"on gymnasium's {env_id}:" in capsys.readouterr().out
+    returns = json.loads(report_path.read_text())["policies"]["agent"]["returns"]
+    ours = returns_on(f"gpu_envs/{env_id}", checkpoint, game, episodes=3, seed=7)
+    assert ours.returns["agent"] == returns and len(returns) == 3
+    if game == "mountaincar":
+        assert returns == [-40.0] * 3  # an untrained car never reaches the flag in 40 steps

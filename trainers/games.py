@@ -84,11 +84,11 @@ class _OneAgentGame(_Game):
 
     def reset(self, seed: int | None) -> torch.Tensor:
         obs, _ = self.env.reset(seed=seed)
-        return self._policy_obs(obs)
+        return self.policy_obs(obs)
 
     def step(self, actions: torch.Tensor):
-        obs, rewards, terminated, truncated, _ = self.env.step(self._env_actions(actions))
-        return self._policy_obs(obs), rewards.unsqueeze(1), terminated, truncated, self.active
+        obs, rewards, terminated, truncated, _ = self.env.step(self.env_actions(actions))
+        return self.policy_obs(obs), rewards.unsqueeze(1), terminated, truncated, self.active
 
     def potential(self, obs: torch.Tensor) -> torch.Tensor:
         """The game's potential [E, 1] of the policy's observations [E, 1, obs_dim]."""
@@ -97,14 +97,14 @@ class _OneAgentGame(_Game):
             obs = obs * scale + center
         return self._potential(obs)
 
-    def _policy_obs(self, obs: torch.Tensor) -> torch.Tensor:
+    def policy_obs(self, obs: torch.Tensor) -> torch.Tensor:
         """The env's [E, obs_dim] observations as the policy's [E, 1, obs_dim]."""
         if self._obs_scale is not None:
             center, scale = self._obs_scale
             obs = (obs - center) / scale
         return obs.unsqueeze(1)
 
-    def _env_actions(self, actions: torch.Tensor) -> torch.Tensor:
+    def env_actions(self, actions: torch.Tensor) -> torch.Tensor:
         """The env's actions from the trainer's [E, 1, H]."""
         raise NotImplementedError
 
@@ -117,7 +117,7 @@ class DiscreteGame(_OneAgentGame):
         super().__init__(env, **kwargs)
         self.action_nvec = (int(env.single_action_space.n),)
 
-    def _env_actions(self, actions: torch.Tensor) -> torch.Tensor:
+    def env_actions(self, actions: torch.Tensor) -> torch.Tensor:
         return actions[:, 0, 0]
 
 
@@ -136,7 +136,7 @@ class ContinuousGame(_OneAgentGame):
         self._low = torch.as_tensor(space.low, device=env.device)
         self._high = torch.as_tensor(space.high, device=env.device)
 
-    def _env_actions(self, actions: torch.Tensor) -> torch.Tensor:
+    def env_actions(self, actions: torch.Tensor) -> torch.Tensor:
         return torch.clamp(actions[:, 0], self._low, self._high)
 
 

@@ -4,7 +4,10 @@
 mountaincar, mountaincar-continuous) plays ``--episodes`` greedy episodes (episode ``i`` from seed
 ``seed + i``) and prints the mean return (± standard error) against the game's
 ``solved_threshold``: gymnasium's reward threshold (CartPole-v1 475, Acrobot-v1 -100, ...) or the
-bundled trainer's target (Pendulum -250).
+bundled trainer's target (Pendulum -250). With ``--on-gymnasium`` the same greedy policy (the
+trainer's observation scaling and action clipping) plays gymnasium's own env instead, ``gym.make``
+of the id without ``gpu_envs/``, episode ``i`` reset with seed ``seed + i``: the score on the real
+thing, not on our batched copy of it.
 
 ``evaluate tag`` plays ``--episodes`` episodes (one game each, the same start states in every
 matchup) of the
@@ -48,6 +51,11 @@ def add_parser(subparsers) -> None:
         single = games.add_parser(
             record.name, parents=[common], help="greedy mean return over seeded episodes"
         )
+        single.add_argument(
+            "--on-gymnasium",
+            action="store_true",
+            help=f"play gymnasium's own {record.env_id.removeprefix('gpu_envs/')} instead",
+        )
         single.set_defaults(func=run_single_agent)
     tag = games.add_parser(
         "tag", parents=[common], help="trained vs random Tag teams: runners tagged per episode"
@@ -62,18 +70,57 @@ def run_single_agent(args: argparse.Namespace) -> int:
     """Greedy returns of a single-agent game's checkpoint on seeded episodes."""
     from gpu_envs.trainers.evaluation import evaluate_checkpoint
 
-    report = _evaluate(
-        args.game,
-        args,
-        lambda: evaluate_checkpoint(
-            args.checkpoint,
-            episodes=args.episodes,
-            seed=args.seed,
-            device=args.device,
-            game=args.game,
-        ),
-    )
+    if args.on_gymnasium:
+        env_id = GAMES[args.game].env_id.removeprefix("gpu_envs/")
+        report = _evaluate(
+            args.game,
+            args,
+            lambda: returns_on(env_id, args.checkpoint, args.game, args.episodes, args.seed),
+        )
+        print(f"on gymnasium's {env_id}:")
+    else:
+        report = _evaluate(
+            args.game,
+            args,
+            lambda: evaluate_checkpoint(
+                args.checkpoint,
+                episodes=args.episodes,
+                seed=args.seed,
+                device=args.device,
+                game=args.game,
+            ),
+        )
     return _emit(format_returns(report, args.game), report, args.json_path)
+
+
+def returns_on(env_id: str, checkpoint: Path, game: str, episodes: int, seed: int):
+    """A ``ReturnReport``: a single-agent checkpoint's greedy policy playing ``gym.make(env_id)``
+    (episode ``i`` reset with seed ``seed + i``, the run's ``max_episode_steps``) on the CPU, the
+    observations and actions passed through the trainer's game face as in training."""
+    import gymnasium as gym
+    import torch
+
+    from gpu_envs.trainers.evaluation import ReturnReport, load_trained_game
+    from gpu_envs.trainers.policy import greedy_actions
+
+    face, (group,) = load_trained_game(checkpoint, 1, "cpu", game=game)
+    env = gym.make(env_id, max_episode_steps=face.episode_length)
+    returns = []
+    with torch.no_grad():
+        for episode in range(episodes):
+            obs, _ = env.reset(seed=seed + episode)
+            total, done = 0.0, False
+            while not done:
+                policy_obs = face.policy_obs(torch.as_tensor(obs, dtype=torch.float32)[None])
+                logits, _ = group.module(policy_obs[:, 0])
+                action = face.env_actions(greedy_actions(logits, face.action_nvec)[:, None])[0]
+                obs, reward, terminated, truncated, _ = env.step(action.numpy())
+                total += float(reward)
+                done = terminated or truncated
+            returns.append(total)
+    env.close()
+    face.close()
+    return ReturnReport(str(checkpoint), seed, {group.tag: returns})
 
 
 def run_tag(args: argparse.Namespace) -> int:
