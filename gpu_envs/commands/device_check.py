@@ -299,13 +299,12 @@ def trainer_throughput(
                 f"trainer.total_timesteps={iterations * batch}",
                 "trainer.progress_bar=false",
                 f"saving.basedir={folder}",
+                *([] if cuda_graphs is None else [f"trainer.cuda_graphs={cuda_graphs}"]),
             ],
         )
         config = RunConfig.from_dict(data)
         with contextlib.redirect_stdout(sys.stderr):
             trainer = Trainer(make_fabric(config), config)
-            if cuda_graphs is False:
-                trainer.collector.graph = None  # before fit(): no capture, eager rollouts
             result = trainer.fit()
     graphs = trainer.collector.graph is not None and trainer.collector.graph.graph is not None
     rate = result["env_steps"] / result["train_seconds"]
