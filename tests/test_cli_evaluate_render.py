@@ -11,9 +11,8 @@ import pytest
 from PIL import Image, ImageSequence
 
 from gpu_envs import cli
-from gpu_envs.commands.evaluate import returns_on
 from gpu_envs.commands.train import results_message
-from gpu_envs.trainers.evaluation import evaluate_checkpoint, load_trained_game
+from gpu_envs.runs.scores import evaluate_checkpoint, load_trained_game, returns_on
 
 COMMON = [
     "trainer.progress_bar=false",

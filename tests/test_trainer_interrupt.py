@@ -19,8 +19,8 @@ from gpu_envs.runs import checkpoint as ckpt
 from gpu_envs.runs import curves, experiment, run_control
 from gpu_envs.runs.config import RunConfig, apply_overrides
 from gpu_envs.runs.presets import preset
+from gpu_envs.runs.scores import evaluate_checkpoint
 from gpu_envs.trainers import learner
-from gpu_envs.trainers.evaluation import evaluate_checkpoint
 from gpu_envs.trainers.fabric_loop import train
 
 CARTPOLE = [

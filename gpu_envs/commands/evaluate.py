@@ -68,7 +68,7 @@ def add_parser(subparsers) -> None:
 
 def run_single_agent(args: argparse.Namespace) -> int:
     """Greedy returns of a single-agent game's checkpoint on seeded episodes."""
-    from gpu_envs.trainers.evaluation import evaluate_checkpoint
+    from gpu_envs.runs.scores import evaluate_checkpoint, returns_on
 
     if args.on_gymnasium:
         env_id = GAMES[args.game].env_id.removeprefix("gpu_envs/")
@@ -91,36 +91,6 @@ def run_single_agent(args: argparse.Namespace) -> int:
             ),
         )
     return _emit(format_returns(report, args.game), report, args.json_path)
-
-
-def returns_on(env_id: str, checkpoint: Path, game: str, episodes: int, seed: int):
-    """A ``ReturnReport``: a single-agent checkpoint's greedy policy playing ``gym.make(env_id)``
-    (episode ``i`` reset with seed ``seed + i``, the run's ``max_episode_steps``) on the CPU, the
-    observations and actions passed through the trainer's game face as in training."""
-    import gymnasium as gym
-    import torch
-
-    from gpu_envs.trainers.evaluation import ReturnReport, load_trained_game
-    from gpu_envs.trainers.policy import greedy_actions
-
-    face, (group,) = load_trained_game(checkpoint, 1, "cpu", game=game)
-    env = gym.make(env_id, max_episode_steps=face.episode_length)
-    returns = []
-    with torch.no_grad():
-        for episode in range(episodes):
-            obs, _ = env.reset(seed=seed + episode)
-            total, done = 0.0, False
-            while not done:
-                policy_obs = face.policy_obs(torch.as_tensor(obs, dtype=torch.float32)[None])
-                logits, _ = group.module(policy_obs[:, 0])
-                action = face.env_actions(greedy_actions(logits, face.action_nvec)[:, None])[0]
-                obs, reward, terminated, truncated, _ = env.step(action.numpy())
-                total += float(reward)
-                done = terminated or truncated
-            returns.append(total)
-    env.close()
-    face.close()
-    return ReturnReport(str(checkpoint), seed, {group.tag: returns})
 
 
 def run_tag(args: argparse.Namespace) -> int:

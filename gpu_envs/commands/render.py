@@ -150,7 +150,8 @@ def check_out(path: Path) -> None:
 
 def run_single_agent(args: argparse.Namespace) -> int:
     """Write a video of one greedy episode of a single-agent game's checkpoint."""
-    from gpu_envs.trainers.evaluation import load_trained_game, record_video
+    from gpu_envs.runs.scores import load_trained_game
+    from gpu_envs.trainers.evaluation import record_video
 
     check_out(args.out)
     try:
