@@ -173,6 +173,9 @@ class Collector:
         timer = self.timer
         if self.opponents is not None:
             self.opponents.next_rollout()
+        shaping = self.reward_shaping
+        if shaping:  # Phi of the observation each step starts from: the last step's next_phi
+            phi = shaping * self.game.potential(self.obs)
         for t in range(self.num_steps):
             active = self.game.active.clone()
             self.env_reset[t] = self.prev_done
@@ -194,24 +197,24 @@ class Collector:
                     with timer.phase("policy_eval"):
                         self.opponents.play(group, obs, buf, t, self.sampler, nvec)
                 self.actions[:, group.agents] = buf.actions[t]
-            if self.reward_shaping:
-                phi = self.reward_shaping * self.game.potential(self.obs)
             with timer.phase("env_step"):
                 self.obs, rewards, terminated, truncated, active_after = self.game.step(
                     self.actions
                 )
-            if self.reward_shaping:
-                next_phi = self.reward_shaping * self.game.potential(self.obs)
+            if shaping:
+                next_phi = shaping * self.game.potential(self.obs)
             left_game = active & ~active_after
             for group in self.groups:
                 buf = self.buffers[group.tag]
                 buf.rewards[t] = rewards[:, group.agents]
                 buf.terminated[t] = terminated[:, None] | left_game[:, group.agents]
                 buf.done[t] = (terminated | truncated)[:, None] | left_game[:, group.agents]
-                if self.reward_shaping:
+                if shaping:
                     buf.rewards[t] += shaping_reward(
                         phi, next_phi, buf.terminated[t], buf.valid[t], group.config.gamma
                     )
+            if shaping:
+                phi = next_phi
             self.prev_done = terminated | truncated
             self.rewards[t] = rewards
             self.env_done[t] = self.prev_done

@@ -70,26 +70,22 @@ def run_single_agent(args: argparse.Namespace) -> int:
     """Greedy returns of a single-agent game's checkpoint on seeded episodes."""
     from gpu_envs.runs.scores import evaluate_checkpoint, returns_on
 
+    env_id = GAMES[args.game].env_id.removeprefix("gpu_envs/")
+
+    def score():
+        if args.on_gymnasium:
+            return returns_on(env_id, args.checkpoint, args.game, args.episodes, args.seed)
+        return evaluate_checkpoint(
+            args.checkpoint,
+            episodes=args.episodes,
+            seed=args.seed,
+            device=args.device,
+            game=args.game,
+        )
+
+    report = _evaluate(args.game, args, score)
     if args.on_gymnasium:
-        env_id = GAMES[args.game].env_id.removeprefix("gpu_envs/")
-        report = _evaluate(
-            args.game,
-            args,
-            lambda: returns_on(env_id, args.checkpoint, args.game, args.episodes, args.seed),
-        )
         print(f"on gymnasium's {env_id}:")
-    else:
-        report = _evaluate(
-            args.game,
-            args,
-            lambda: evaluate_checkpoint(
-                args.checkpoint,
-                episodes=args.episodes,
-                seed=args.seed,
-                device=args.device,
-                game=args.game,
-            ),
-        )
     return _emit(format_returns(report, args.game), report, args.json_path)
 
 
