@@ -14,12 +14,12 @@ import numba.cuda.dispatcher as cuda_dispatcher
 import torch
 from numba import config, cuda, types
 
-from gpu_envs.acrobot import AcrobotVectorEnv
-from gpu_envs.cartpole import CartPoleVectorEnv
+from gpu_envs.games.acrobot import AcrobotVectorEnv
+from gpu_envs.games.cartpole import CartPoleVectorEnv
+from gpu_envs.games.mountain_car import MountainCarContinuousVectorEnv, MountainCarVectorEnv
+from gpu_envs.games.pendulum import PendulumVectorEnv
+from gpu_envs.games.tag.env import TagEnv
 from gpu_envs.kernels import cuda as cuda_drivers
-from gpu_envs.mountain_car import MountainCarContinuousVectorEnv, MountainCarVectorEnv
-from gpu_envs.pendulum import PendulumVectorEnv
-from gpu_envs.tag import TagEnv
 
 COMPUTE_CAPABILITIES = [(8, 0), (9, 0)]
 ENVS = [

@@ -15,18 +15,18 @@ from gpu_envs.games import GAMES
 
 #: The public names and the modules that define them (imported when first read).
 _LAZY = {
-    "AcrobotEnv": "gpu_envs.acrobot",
-    "AcrobotVectorEnv": "gpu_envs.acrobot",
-    "CartPoleEnv": "gpu_envs.cartpole",
-    "CartPoleVectorEnv": "gpu_envs.cartpole",
-    "MountainCarContinuousEnv": "gpu_envs.mountain_car",
-    "MountainCarContinuousVectorEnv": "gpu_envs.mountain_car",
-    "MountainCarEnv": "gpu_envs.mountain_car",
-    "MountainCarVectorEnv": "gpu_envs.mountain_car",
-    "PendulumEnv": "gpu_envs.pendulum",
-    "PendulumVectorEnv": "gpu_envs.pendulum",
-    "RecordEpisodeStatistics": "gpu_envs.wrappers",
-    "TagEnv": "gpu_envs.tag",
+    "AcrobotEnv": "gpu_envs.games.acrobot",
+    "AcrobotVectorEnv": "gpu_envs.games.acrobot",
+    "CartPoleEnv": "gpu_envs.games.cartpole",
+    "CartPoleVectorEnv": "gpu_envs.games.cartpole",
+    "MountainCarContinuousEnv": "gpu_envs.games.mountain_car",
+    "MountainCarContinuousVectorEnv": "gpu_envs.games.mountain_car",
+    "MountainCarEnv": "gpu_envs.games.mountain_car",
+    "MountainCarVectorEnv": "gpu_envs.games.mountain_car",
+    "PendulumEnv": "gpu_envs.games.pendulum",
+    "PendulumVectorEnv": "gpu_envs.games.pendulum",
+    "RecordEpisodeStatistics": "gpu_envs.adapters.wrappers",
+    "TagEnv": "gpu_envs.games.tag.env",
 }
 __all__ = [*_LAZY, "tag_v0"]
 __version__ = "0.1.0"

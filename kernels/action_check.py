@@ -1,4 +1,5 @@
-"""The range check of integer actions, an njit kernel on CPU arrays: what :mod:`gpu_envs.validation`
+"""The range check of integer actions, an njit kernel on CPU arrays: what
+:mod:`gpu_envs.engine.validation`
 runs on integer actions held on the CPU before a step (one pass, no temporaries)."""
 
 import numba

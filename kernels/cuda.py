@@ -103,7 +103,7 @@ class CUDADriver:
     def prepare_step(self, num_envs: int, args: tuple, num_agents: int = 1) -> Callable:
         """The step as ``launch(stream)``, prepared once for these arguments: valid while the
         arrays of ``args`` live and keep their addresses (the engine prepares it again after
-        :meth:`~gpu_envs.engine.KernelEnv.update_constants`).
+        :meth:`~gpu_envs.engine.kernel_env.KernelEnv.update_constants`).
 
         On a GPU the kernel is compiled for the explicit signature ``(int64, Tuple(typeof(arg)
         ...))`` and its flattened arguments are marshalled once; a call is one ``cuda.core``

@@ -117,7 +117,7 @@ def observation_size(
 
 def make_consts(params) -> tuple[np.ndarray, np.ndarray]:
     """``(float_consts, int_consts)``: the float32 and int64 constants of a
-    :class:`gpu_envs.tag.TagParams`."""
+    :class:`gpu_envs.games.tag.env.TagParams`."""
     float_consts = np.zeros(NUM_FLOAT_CONSTS, dtype=np.float32)
     length = np.float32(params.grid_length)
     float_consts[GRID_LENGTH] = length

@@ -37,7 +37,7 @@ def _assert_matches_cpu(expected, actual, what: str) -> None:
     import numpy as np
     import torch
 
-    from gpu_envs import devices
+    from gpu_envs.engine import devices
 
     actual = actual.cpu()
     if devices.simulated_cuda() or not expected.is_floating_point():

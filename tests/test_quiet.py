@@ -41,7 +41,7 @@ def test_no_test_asserts_on_wall_clock_time():
     clock = re.compile(r"\b(perf_counter|time\.time|monotonic)\(")
     offenders = [
         f"{path.name}:{number}: {line.strip()}"
-        for path in sorted(TESTS.glob("*.py"))
+        for path in sorted(TESTS.rglob("*.py"))
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if line.lstrip().startswith("assert") and clock.search(line)
     ]
@@ -54,10 +54,11 @@ def test_hypothesis_has_no_time_limits_by_default():
 
 
 def test_mp4_without_imageio_ffmpeg_fails_before_any_work(tmp_path, monkeypatch):
-    from gpu_envs import cli, tag_rendering
+    from gpu_envs import cli
+    from gpu_envs.games.tag import replay
 
     monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)
-    monkeypatch.setattr(tag_rendering, "render_episode", pytest.fail)  # no episode is played
+    monkeypatch.setattr(replay, "render_episode", pytest.fail)  # no episode is played
     with pytest.raises(SystemExit, match=r"pip install imageio-ffmpeg"):
         cli.main(["render", "tag", "--out", str(tmp_path / "x.mp4")])
 
@@ -65,7 +66,7 @@ def test_mp4_without_imageio_ffmpeg_fails_before_any_work(tmp_path, monkeypatch)
 def test_rendering_prints_no_sdl_audio_noise():
     pytest.importorskip("pygame")
     code = (
-        "import numpy as np\nfrom gpu_envs.rendering import gymnasium_frames\n"
+        "import numpy as np\nfrom gpu_envs.engine.rendering import gymnasium_frames\n"
         "cartpole = 'gymnasium.envs.classic_control.cartpole:CartPoleEnv'\n"
         "assert len(gymnasium_frames(cartpole, np.zeros((2, 4)))) == 2"
     )

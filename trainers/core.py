@@ -3,7 +3,7 @@
 ``TrainingRun.iterate`` is the whole training loop's body, top to bottom (CleanRL's ``ppo.py``)::
 
     rollout = collector.collect()                        # every env steps num_steps, on the device
-    stats = learner.learn(groups, rollout, ...)          # per policy: anneal the learning rate,
+    stats = ppo.learn(groups, rollout, ...)              # per policy: anneal the learning rate,
                                                          # GAE, epochs of minibatches (ppo.update);
                                                          # stop if a loss or grad norm diverged
     window.add(...)                                      # statistics stay on the device
@@ -42,15 +42,16 @@ from gpu_envs.runs import checkpoint as ckpt
 from gpu_envs.runs import console, curves, run_control
 from gpu_envs.runs.config import RunConfig
 from gpu_envs.runs.experiment import Experiment, NullExperiment, experiment_root, fresh_root
-from gpu_envs.runs.metrics import MetricsWindow, cleanrl_metrics, episode_summary
-from gpu_envs.runs.timing import PhaseTimer, SpeedMeter, TrainClock
-from gpu_envs.trainers import learner
+from gpu_envs.runs.metrics import cleanrl_metrics, episode_summary
+from gpu_envs.runs.speed import PhaseTimer, SpeedMeter, TrainClock
+from gpu_envs.trainers import learner, ppo
 from gpu_envs.trainers.evaluation import Evaluator, record_video
-from gpu_envs.trainers.games import make_game
+from gpu_envs.trainers.game_faces import make_game
 from gpu_envs.trainers.opponents import make_pool
 from gpu_envs.trainers.policy import ContinuousActions, make_network
 from gpu_envs.trainers.rollout import Collector, PolicyGroup, agent_index
 from gpu_envs.trainers.sampling import make_sampler
+from gpu_envs.trainers.statistics import MetricsWindow
 
 #: Why ``iterate`` ends a run (None: it goes on).
 REACHED, COMPLETED, STOPPED = "stop_value reached", "num_iterations reached", "stop requested"
@@ -219,7 +220,7 @@ class TrainingRun:
         self.iteration += 1
         rollout = self.collector.collect()
         with self.timer.phase("training"):
-            stats = learner.learn(self.groups, rollout, self.iteration, self.num_iterations)
+            stats = ppo.learn(self.groups, rollout, self.iteration, self.num_iterations)
         self.env_step += self.steps_per_iteration
         self.episodes += self.collector.env_done.sum()
         self.window.add(self.iteration, self.env_step, stats, self.collector)

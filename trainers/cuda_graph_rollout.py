@@ -3,7 +3,8 @@
 :meth:`~gpu_envs.trainers.rollout.Collector.collect_eagerly` is made of device work only (policy
 forward, action sampling, the env's kernel launch, buffer writes, episode sums): no host reads.
 On a CUDA device, :class:`GraphRollout` captures one call of it in a ``torch.cuda.graph``
-(:class:`gpu_envs.cuda_graphs.CapturedStep`) at the collector's warm-up; every later rollout is one
+(:class:`gpu_envs.engine.cuda_graphs.CapturedStep`) at the collector's warm-up; every later rollout
+is one
 ``graph.replay()``: ``num_steps`` env steps for one host call.
 
 What the capture needs, and how it gets it:
@@ -22,7 +23,7 @@ What the capture needs, and how it gets it:
 
 Where one of these does not hold (CPU, opponents, an env that validates actions) or the capture
 fails, the collector runs eagerly, as with ``trainer.cuda_graphs=false``. The warm-up rollouts
-(:data:`gpu_envs.cuda_graphs.WARMUP_STEPS`) run before the seeded reset of the run.
+(:data:`gpu_envs.engine.cuda_graphs.WARMUP_STEPS`) run before the seeded reset of the run.
 """
 
 from __future__ import annotations
@@ -33,14 +34,14 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from gpu_envs import cuda_graphs
+from gpu_envs.engine import cuda_graphs
 
 if TYPE_CHECKING:
     from gpu_envs.trainers.rollout import Collector, RolloutBuffer
 
 
 class _NoTimer:
-    """A :class:`~gpu_envs.runs.timing.PhaseTimer` that records nothing (inside a capture)."""
+    """A :class:`~gpu_envs.runs.speed.PhaseTimer` that records nothing (inside a capture)."""
 
     @staticmethod
     def phase(name: str) -> contextlib.nullcontext:

@@ -3,7 +3,7 @@
 - ``Evaluator``: the trainer's periodic evaluation of its live policies.
 - ``record_video(game, groups, path)``: one greedy episode as a GIF or MP4.
 
-Scoring a saved checkpoint (``gpu-envs evaluate``) is ``gpu_envs.runs.scores``.
+Scoring a saved checkpoint (``gpu-envs evaluate``) is ``gpu_envs.trainers.scores``.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def record_video(
     A ``path`` ending in .gif or .mp4 (needs imageio-ffmpeg) gets that format; any other gets the
     suffix .mp4 when imageio's ffmpeg plugin is installed, else .gif. ``seed`` seeds the episode.
     """
-    from gpu_envs.tag_rendering import VIDEO_SUFFIXES, save_animation
+    from gpu_envs.games.tag.rendering import VIDEO_SUFFIXES, save_animation
 
     if path.suffix.lower() not in VIDEO_SUFFIXES:
         path = path.with_suffix(".mp4" if importlib.util.find_spec("imageio_ffmpeg") else ".gif")

@@ -11,9 +11,7 @@ starts and kept in ``PolicyGroup.step``:
   loss, its gradient, the clipping and Adam as one compiled graph.
 
 ``ppo.update`` calls it once per minibatch: ``step(minibatch) -> (statistics, grad_norm,
-log_ratio)``. ``learn`` is one iteration's learning, the same for Fabric's loop and Lightning's
-module: anneal the learning rates, update every policy on its rollout, and stop with
-``NonFiniteError`` when a loss or gradient norm diverged.
+log_ratio)``; ``ppo.learn`` is one iteration's learning of every policy.
 """
 
 from __future__ import annotations
@@ -143,49 +141,3 @@ def clip_gradients(parameters: list[torch.Tensor], max_norm: float) -> torch.Ten
     if max_norm != float("inf"):
         torch.nn.utils.clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=True)
     return total_norm
-
-
-def learn(
-    groups: list[PolicyGroup], buffers: dict, iteration: int, num_iterations: int
-) -> dict[str, dict[str, torch.Tensor]]:
-    """One iteration's learning: anneal every trained policy's learning rate, update every policy
-    on its rollout (``ppo.update``), then ``check_finite``. Returns each policy's statistics."""
-    for group in groups:
-        if group.optimizer is not None:
-            ppo.anneal_learning_rate(group, iteration, num_iterations)
-    stats = {group.tag: ppo.update(group, buffers[group.tag]) for group in groups}
-    check_finite(groups, stats, iteration)
-    return stats
-
-
-class NonFiniteError(RuntimeError):
-    """A policy's loss or gradient norm is NaN or infinite: the training diverged."""
-
-
-_WATCHED = ("total_loss", "grad_norm")
-
-
-def check_finite(
-    groups: list[PolicyGroup], stats: dict[str, dict[str, torch.Tensor]], iteration: int
-) -> None:
-    """Raise ``NonFiniteError`` if a trained policy's loss or gradient norm of this iteration is
-    not finite.
-
-    The values are the update's minibatch averages (any NaN or inf step makes them non-finite);
-    one host read for all policies, once per iteration.
-    """
-    trained = [g for g in groups if g.optimizer is not None]
-    if not trained:
-        return
-    values = torch.stack([stats[g.tag][name] for g in trained for name in _WATCHED])
-    if bool(torch.isfinite(values).all()):
-        return
-    index = int((~torch.isfinite(values)).nonzero()[0])
-    group, name = trained[index // len(_WATCHED)], _WATCHED[index % len(_WATCHED)]
-    raise NonFiniteError(
-        f"training diverged at iteration {iteration}: policy '{group.tag}' {name} is "
-        f"{float(values[index])}. Stopped without saving this iteration; the checkpoints already "
-        f"written hold finite weights. Lower policy.{group.tag}.lr (now {group.config.lr:g}), "
-        f"keep policy.{group.tag}.clip_grad_norm on, or check the env's rewards and observations "
-        f"for NaN or inf"
-    )

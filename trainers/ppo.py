@@ -1,4 +1,6 @@
-"""PPO and A2C: GAE, the losses, and ``update``, the learning of one policy from its rollout.
+"""PPO and A2C: GAE, the losses, ``update`` (the learning of one policy from its rollout) and
+``learn`` (one iteration's learning of every policy, as rsl_rl's ``PPO.update``: anneal the
+learning rates, ``update`` each policy, stop with ``NonFiniteError`` when a loss diverged).
 
 ``update(group, buf)`` reads top to bottom as one iteration of CleanRL's ``ppo.py`` after the
 rollout: advantages and returns by GAE, the rollout flattened into one batch, then
@@ -14,7 +16,8 @@ The step after the end is the env's reset step; it is invalid and masked out of 
 
 Every torch call costs microseconds on a CPU whatever its size, so the update keeps their number
 low: masked means are dot products with per-minibatch weights, a whole-batch minibatch is prepared
-once for all epochs, and the step statistics are summed as one stacked tensor.
+once for all epochs, and the step statistics (``STEP_STATISTICS``, by name) are summed as one
+stacked tensor.
 """
 
 from __future__ import annotations
@@ -24,28 +27,9 @@ from collections.abc import Iterator
 import torch
 
 from gpu_envs.runs.config import PolicyConfig
+from gpu_envs.runs.metrics import LEARNER_METRICS
 from gpu_envs.trainers.policy import log_prob_entropy
 from gpu_envs.trainers.rollout import PolicyGroup, RolloutBuffer
-
-LEARNER_METRICS = (
-    "cur_lr",
-    "total_loss",
-    "policy_loss",
-    "value_loss",
-    "entropy",
-    "grad_norm",
-    "approx_kl",
-    "clip_fraction",
-    "explained_variance",
-    "first_ratio_deviation",
-    "value_mean",
-    "advantage_mean",
-    "norm_advantage_mean",
-    "return_mean",
-    "reward_mean",
-    "reward_max",
-    "reward_min",
-)
 
 
 def compute_gae(
@@ -178,13 +162,24 @@ def normalize(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (advantages - masked_mean(advantages, mask)) / (masked_std(advantages, mask) + 1e-8)
 
 
+#: The statistics of one gradient step, by name, in the order ``minibatch_loss`` stacks them.
+STEP_STATISTICS = (
+    "total_loss",
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "approx_kl",
+    "clip_fraction",
+)
+
+
 def minibatch_loss(
     model: torch.nn.Module, mb: dict[str, torch.Tensor], nvec, cfg: PolicyConfig
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The loss of one minibatch (prepared by ``prepare``), to backpropagate.
 
-    Returns ``(loss, statistics, log_ratio)``: the statistics are the detached total loss, policy
-    loss, value loss, mean entropy, approximate KL and clip fraction as one [6] tensor. A pure
+    Returns ``(loss, statistics, log_ratio)``: the statistics are the detached
+    ``STEP_STATISTICS`` as one tensor, in that order. A pure
     function of its inputs, so ``trainer.compile`` can hand it to ``torch.compile`` as it is.
     """
     weights, is_ppo = mb["weights"], cfg.algorithm == "PPO"
@@ -202,16 +197,14 @@ def minibatch_loss(
         loss = loss - cfg.entropy_coeff * entropy_mean
     ratio_stats = ratio_statistics(log_ratio, weights, cfg.clip_param)
     with torch.no_grad():
-        statistics = torch.stack(
-            [
-                loss,
-                pg_loss,
-                v_loss,
-                entropy_mean,
-                ratio_stats["approx_kl"],
-                ratio_stats["clip_fraction"],
-            ]
-        ).float()
+        named = {
+            "total_loss": loss,
+            "policy_loss": pg_loss,
+            "value_loss": v_loss,
+            "entropy": entropy_mean,
+            **ratio_stats,
+        }
+        statistics = torch.stack([named[name] for name in STEP_STATISTICS]).float()
     return loss, statistics, log_ratio
 
 
@@ -262,7 +255,7 @@ def update(group: PolicyGroup, buf: RolloutBuffer) -> dict[str, torch.Tensor]:
             statistics = torch.cat([statistics, grad_norm.reshape(1)])
             totals = statistics if totals is None else totals + statistics
             steps += 1
-    result.update(zip(_STEP_METRICS, totals / steps))
+    result.update(zip((*STEP_STATISTICS, "grad_norm"), (totals / steps).unbind()))
     result["first_ratio_deviation"] = first_ratio_deviation
     result["cur_lr"] = torch.tensor(
         group.optimizer.param_groups[0]["lr"], device=data["valid"].device
@@ -270,17 +263,7 @@ def update(group: PolicyGroup, buf: RolloutBuffer) -> dict[str, torch.Tensor]:
     return {key: result[key].float() for key in LEARNER_METRICS}
 
 
-# The step statistics in the order of ``minibatch_loss``'s, then the gradient norm.
-_STEP_METRICS = (
-    "total_loss",
-    "policy_loss",
-    "value_loss",
-    "entropy",
-    "approx_kl",
-    "clip_fraction",
-    "grad_norm",
-)
-_TRAIN_METRICS = ("cur_lr", "first_ratio_deviation", *_STEP_METRICS)
+_TRAIN_METRICS = ("cur_lr", "first_ratio_deviation", *STEP_STATISTICS, "grad_norm")
 
 
 def flatten(
@@ -340,3 +323,49 @@ def _batch_statistics(data: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         "reward_max": torch.where(valid > 0, rewards, -float("inf")).max(),
         "reward_min": torch.where(valid > 0, rewards, float("inf")).min(),
     }
+
+
+def learn(
+    groups: list[PolicyGroup], buffers: dict, iteration: int, num_iterations: int
+) -> dict[str, dict[str, torch.Tensor]]:
+    """One iteration's learning: anneal every trained policy's learning rate, update every policy
+    on its rollout (``update``), then ``check_finite``. Returns each policy's statistics."""
+    for group in groups:
+        if group.optimizer is not None:
+            anneal_learning_rate(group, iteration, num_iterations)
+    stats = {group.tag: update(group, buffers[group.tag]) for group in groups}
+    check_finite(groups, stats, iteration)
+    return stats
+
+
+class NonFiniteError(RuntimeError):
+    """A policy's loss or gradient norm is NaN or infinite: the training diverged."""
+
+
+_WATCHED = ("total_loss", "grad_norm")
+
+
+def check_finite(
+    groups: list[PolicyGroup], stats: dict[str, dict[str, torch.Tensor]], iteration: int
+) -> None:
+    """Raise ``NonFiniteError`` if a trained policy's loss or gradient norm of this iteration is
+    not finite.
+
+    The values are the update's minibatch averages (any NaN or inf step makes them non-finite);
+    one host read for all policies, once per iteration.
+    """
+    trained = [g for g in groups if g.optimizer is not None]
+    if not trained:
+        return
+    values = torch.stack([stats[g.tag][name] for g in trained for name in _WATCHED])
+    if bool(torch.isfinite(values).all()):
+        return
+    index = int((~torch.isfinite(values)).nonzero()[0])
+    group, name = trained[index // len(_WATCHED)], _WATCHED[index % len(_WATCHED)]
+    raise NonFiniteError(
+        f"training diverged at iteration {iteration}: policy '{group.tag}' {name} is "
+        f"{float(values[index])}. Stopped without saving this iteration; the checkpoints already "
+        f"written hold finite weights. Lower policy.{group.tag}.lr (now {group.config.lr:g}), "
+        f"keep policy.{group.tag}.clip_grad_norm on, or check the env's rewards and observations "
+        f"for NaN or inf"
+    )

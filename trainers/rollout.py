@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from gpu_envs.runs.config import PolicyConfig
-from gpu_envs.runs.timing import PhaseTimer
+from gpu_envs.runs.speed import PhaseTimer
 from gpu_envs.trainers import cuda_graph_rollout
 from gpu_envs.trainers.policy import action_dtype, log_prob
 

@@ -390,7 +390,7 @@ def _parse_sizes(text: str) -> list[int]:
 
 
 def _usable_devices(requested: str, notes: list[str]) -> list[str]:
-    from gpu_envs.devices import cuda_available
+    from gpu_envs.engine.devices import cuda_available
 
     devices = []
     for device in (d.strip() for d in requested.split(",") if d.strip()):

@@ -82,7 +82,7 @@ def _envs(impl: str, seed: int, device: str):
         return make_vec_env("CartPole-v1", n_envs=NUM_ENVS, seed=seed), Monitor(
             gym.make("CartPole-v1")
         )
-    from gpu_envs.sb3_adapter import make_sb3_vec_env
+    from gpu_envs.adapters.sb3 import make_sb3_vec_env
 
     return (
         VecMonitor(make_sb3_vec_env("gpu_envs/CartPole-v1", num_envs=NUM_ENVS, device=device)),

@@ -36,7 +36,7 @@ import torch
 
 from gpu_envs.benchmarks import machine, report, timing
 from gpu_envs.benchmarks.timing import Runner, cycle_pool
-from gpu_envs.tag_params import seed_config
+from gpu_envs.games.tag.params import seed_config
 
 SEED_NUM_ENVS = (1, 16, 256, 1024, 4096)
 SCALE_NUM_ENVS = (64, 256)
@@ -54,7 +54,7 @@ def make_ours(
     **env_params: Any,
 ) -> Runner:
     """``TagEnv`` stepped with a pool of pre-drawn random actions."""
-    from gpu_envs.tag import TagEnv
+    from gpu_envs.games.tag.env import TagEnv
 
     env = TagEnv(num_envs, device, validate_actions=validate_actions, **env_params)
     env.reset(seed=seed)

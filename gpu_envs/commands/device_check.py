@@ -1,6 +1,6 @@
 """``gpu-envs device-check``: CPU-vs-CUDA parity and CUDA throughput on one GPU, in a few minutes.
 
-Parity: :func:`gpu_envs.utils.parity.compare_devices` feeds the same seeds and the same random
+Parity: :func:`gpu_envs.benchmarks.parity.compare_devices` feeds the same seeds and the same random
 actions to an env on the CPU and one on the GPU, step by step, with autoresets, and compares every
 output and state array: floats within a per-dtype tolerance (the GPU compiler fuses multiply-adds,
 so the last bits may differ), integer state exactly, except where a near-tie explains the
@@ -65,7 +65,7 @@ def _parity_row(
     seed: int,
 ) -> Row:
     """Compare ``make_env`` on the two devices and report it as a row."""
-    from gpu_envs.utils.parity import compare_devices
+    from gpu_envs.benchmarks.parity import compare_devices
 
     parity = compare_devices(
         make_env, steps, device=device, reference_device=reference_device, seed=seed
@@ -106,7 +106,7 @@ def cartpole_parity(
     seed: int = 0,
 ) -> Row:
     """CartPole on ``device`` against ``reference_device``: same seeds, same random actions."""
-    from gpu_envs.cartpole import CartPoleVectorEnv
+    from gpu_envs.games.cartpole import CartPoleVectorEnv
 
     make_env = partial(
         CartPoleVectorEnv,
@@ -164,7 +164,7 @@ def pendulum_parity(
     seed: int = 0,
 ) -> Row:
     """Pendulum on ``device`` against ``reference_device``: same seeds, same random torques."""
-    from gpu_envs.pendulum import PendulumVectorEnv
+    from gpu_envs.games.pendulum import PendulumVectorEnv
 
     make_env = partial(PendulumVectorEnv, num_envs, dtype=dtype, max_episode_steps=50)
     setting = f"{dtype}, {num_envs} envs x {steps} steps"
@@ -215,8 +215,8 @@ def tag_parity(
 ) -> Row:
     """Tag (the seed config, or ``params``) on ``device`` against ``reference_device``: same seeds
     and actions."""
-    from gpu_envs.tag import TagEnv
-    from gpu_envs.tag_params import seed_config
+    from gpu_envs.games.tag.env import TagEnv
+    from gpu_envs.games.tag.params import seed_config
 
     make_env = partial(TagEnv, num_envs, **(seed_config() if params is None else params))
     setting = (
@@ -230,7 +230,7 @@ def tag_parity(
 def tag_throughput(device: str, log2_sizes: range, timing_options: dict) -> list[Row]:
     """env-steps/s (and agent-steps/s) of ``TagEnv`` with the seed config on ``device``."""
     from gpu_envs.benchmarks.tag import make_ours
-    from gpu_envs.tag_params import seed_config
+    from gpu_envs.games.tag.params import seed_config
 
     rows = []
     for log2 in log2_sizes:
@@ -252,7 +252,7 @@ def tag_scale_throughput(device: str, num_envs: int, timing_options: dict) -> li
     """env-steps/s of Tag at the original paper's scale point: ``num_envs`` games of 1000 agents
     (10 taggers and 990 runners; the seed config otherwise)."""
     from gpu_envs.benchmarks.tag import SCALE_TEAMS, make_ours
-    from gpu_envs.tag_params import seed_config
+    from gpu_envs.games.tag.params import seed_config
 
     taggers, runners = SCALE_TEAMS
     params = {**seed_config(), "num_taggers": taggers, "num_runners": runners}
@@ -351,10 +351,10 @@ def lean_env(game: str, num_envs: int, device: str, small: bool):
     and a zero action batch on its device (zeros are valid actions of every game)."""
     import torch
 
-    from gpu_envs.cartpole import CartPoleVectorEnv
-    from gpu_envs.pendulum import PendulumVectorEnv
-    from gpu_envs.tag import TagEnv
-    from gpu_envs.tag_params import seed_config
+    from gpu_envs.games.cartpole import CartPoleVectorEnv
+    from gpu_envs.games.pendulum import PendulumVectorEnv
+    from gpu_envs.games.tag.env import TagEnv
+    from gpu_envs.games.tag.params import seed_config
 
     if game == "tag":
         env = TagEnv(
@@ -389,8 +389,8 @@ def lean_throughput(game: str, num_envs: int, device: str, small: bool, options:
     CUDA-graph replay of ``env.step``, timed in interleaved rounds on one env."""
     import torch
 
-    from gpu_envs import cuda_graphs
     from gpu_envs.benchmarks import timing
+    from gpu_envs.engine import cuda_graphs
 
     env, actions = lean_env(game, num_envs, device, small)
     sync = torch.cuda.synchronize if env.device.type == "cuda" else None
@@ -504,7 +504,7 @@ def full_plan(args) -> list[Callable[[], list[Row]]]:
                     graphs,
                 )
             )
-    from gpu_envs.tag_params import seed_config
+    from gpu_envs.games.tag.params import seed_config
 
     first_steps = {"cartpole": {}, "tag": SMALL_TAG if small else seed_config()}
     for game, kwargs in first_steps.items():
@@ -689,7 +689,7 @@ def exit_status(rows: list[Row]) -> int:
 
 def run(args) -> int:
     """Entry point of ``gpu-envs device-check``."""
-    from gpu_envs.devices import cuda_available, simulated_cuda
+    from gpu_envs.engine.devices import cuda_available, simulated_cuda
 
     simulated = simulated_cuda()
     on_cpu = args.device == "cpu"

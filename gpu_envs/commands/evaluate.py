@@ -15,7 +15,7 @@ checkpoint's Tag env for four matchups: random vs random, trained taggers vs ran
 taggers vs trained runners, trained vs trained. Prints the runners tagged per episode (mean ±
 standard
 error) and the learning benchmark's ratios, with whether each meets its target: tagger ratio >= 1.5,
-runner ratio <= 2/3 (see ``gpu_envs.runs.matchups``).
+runner ratio <= 2/3 (see ``gpu_envs.trainers.matchups``).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def add_parser(subparsers) -> None:
 
 def run_single_agent(args: argparse.Namespace) -> int:
     """Greedy returns of a single-agent game's checkpoint on seeded episodes."""
-    from gpu_envs.runs.scores import evaluate_checkpoint, returns_on
+    from gpu_envs.trainers.scores import evaluate_checkpoint, returns_on
 
     env_id = GAMES[args.game].env_id.removeprefix("gpu_envs/")
 
@@ -91,7 +91,7 @@ def run_single_agent(args: argparse.Namespace) -> int:
 
 def run_tag(args: argparse.Namespace) -> int:
     """Tag matchups of a checkpoint's teams against random teams on seeded episodes."""
-    from gpu_envs.runs.matchups import evaluate_matchups
+    from gpu_envs.trainers.matchups import evaluate_matchups
 
     report = _evaluate(
         "tag",
@@ -146,7 +146,7 @@ def format_returns(report, game: str = "cartpole") -> str:
 
 def format_report(report) -> str:
     """The matchup table and the two ratios with their targets, as text."""
-    from gpu_envs.runs.matchups import RUNNER_TARGET, TAGGER_TARGET
+    from gpu_envs.trainers.matchups import RUNNER_TARGET, TAGGER_TARGET
 
     actions = "greedy" if report.greedy else "sampled"
     width = max(len(r.name) for r in report.results)

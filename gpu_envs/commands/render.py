@@ -8,7 +8,8 @@ episode of a trainer checkpoint's policy (seeded with ``--seed``) on its run's e
 run config whose ``env:``
 section holds them) with the ``--num-taggers`` etc. flags on top. Actions are random, or come from
 a trainer checkpoint (``CHECKPOINT``, or ``--checkpoint PATH``): every team plays its trained policy
-(``gpu_envs.trainers.load_policy``), on the checkpoint's env parameters with ``--config`` and the
+(``gpu_envs.trainers.matchups.load_policy``), on the checkpoint's env parameters with ``--config``
+and the
 flags on top.
 """
 
@@ -125,7 +126,7 @@ def env_params_from(args: argparse.Namespace) -> dict[str, Any]:
 def load_checkpoint_policy(path: Path):
     """The policy of every team stored in the trainer checkpoint at ``path``."""
     from gpu_envs.runs.checkpoint import CheckpointError
-    from gpu_envs.trainers import load_policy
+    from gpu_envs.trainers.matchups import load_policy
 
     try:
         return load_policy(path)
@@ -136,8 +137,8 @@ def load_checkpoint_policy(path: Path):
 def check_out(path: Path) -> None:
     """Exit with a message unless a video can be written to ``path`` (its suffix, the optional
     packages it needs), before any work; keep SDL's audio quiet for the renderers."""
-    from gpu_envs.rendering import quiet_sdl
-    from gpu_envs.tag_rendering import VIDEO_SUFFIXES, check_animation_path
+    from gpu_envs.engine.rendering import quiet_sdl
+    from gpu_envs.games.tag.rendering import VIDEO_SUFFIXES, check_animation_path
 
     if path.suffix.lower() not in VIDEO_SUFFIXES:
         raise SystemExit(f"--out must end in one of {VIDEO_SUFFIXES}, got {path}")
@@ -150,8 +151,8 @@ def check_out(path: Path) -> None:
 
 def run_single_agent(args: argparse.Namespace) -> int:
     """Write a video of one greedy episode of a single-agent game's checkpoint."""
-    from gpu_envs.runs.scores import load_trained_game
     from gpu_envs.trainers.evaluation import record_video
+    from gpu_envs.trainers.scores import load_trained_game
 
     check_out(args.out)
     try:
@@ -170,7 +171,7 @@ def run_single_agent(args: argparse.Namespace) -> int:
 
 def run_tag(args: argparse.Namespace) -> int:
     """Write an animation of a Tag episode (random teams, or a checkpoint's policies)."""
-    from gpu_envs.tag_rendering import render_episode
+    from gpu_envs.games.tag.replay import render_episode
 
     check_out(args.out)
     if args.checkpoint_path is not None and args.checkpoint is not None:

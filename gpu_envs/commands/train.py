@@ -257,7 +257,7 @@ def train_from(args: argparse.Namespace, extra: list[str] | None = None) -> dict
     set_launch_environment(args)
     from gpu_envs.runs.checkpoint import CheckpointError
     from gpu_envs.trainers.fabric_loop import train
-    from gpu_envs.trainers.learner import NonFiniteError
+    from gpu_envs.trainers.ppo import NonFiniteError
 
     try:
         return train(config, resume=args.resume)

@@ -44,12 +44,12 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from gpu_envs.games.tag.env import TagEnv
+from gpu_envs.games.tag.rendering import animate_episode, save_animation
 from gpu_envs.runs import console
 from gpu_envs.runs.config import ConfigError, RunConfig
-from gpu_envs.tag import TagEnv
-from gpu_envs.tag_rendering import animate_episode, save_animation
 from gpu_envs.trainers.core import REACHED, TrainingRun
-from gpu_envs.trainers.games import TagGame
+from gpu_envs.trainers.game_faces import TagGame
 from gpu_envs.trainers.policy import greedy_actions
 from gpu_envs.trainers.rollout import Collector
 from gpu_envs.trainers.sampling import TorchSampler
@@ -332,7 +332,7 @@ class TagLightningModule(pl.LightningModule):
         or ``.mp4`` with ``imageio-ffmpeg``) when given.
 
         Before training the policies play as initialised; after, as trained. Taggers are pink,
-        runners blue, tagged runners grey (``gpu_envs.tag_rendering``).
+        runners blue, tagged runners grey (``gpu_envs.games.tag.rendering``).
         """
         frames = animate_episode(self.fetch_episode_states(seed=seed, greedy=greedy), size=size)
         if path is not None:

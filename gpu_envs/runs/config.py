@@ -17,7 +17,8 @@ Shape (the original GPU framework's run config, plus PPO and evaluation fields w
 the schema: OmegaConf converts and checks the types (``"1e-3"`` is a float, ``"fast"`` is not)
 and refuses unknown keys, then each field's ``Rule`` (its range or choices) and the two rules
 between fields run. The keys the data leaves out take the dataclass defaults below, or with
-``defaults: warpdrive`` the original framework's (``warpdrive.WARPDRIVE_DEFAULTS``), which also
+``defaults: warpdrive`` the original framework's (``warpdrive_defaults.WARPDRIVE_DEFAULTS``), which
+also
 reads its two keys we do not have (``trainer.num_gpus``, ``policy.<tag>.normalize_return``).
 Errors are ``ConfigError`` naming the field and the rule (``policy.runner.lr: must be > 0, got
 -1.0``). ``apply_overrides`` applies ``a.b.c=value``
@@ -48,10 +49,8 @@ from omegaconf.errors import (
 )
 
 from gpu_envs import games as games_registry
-
-
-class ConfigError(ValueError):
-    """A run config value or key is invalid; the message names the field."""
+from gpu_envs.runs import warpdrive_defaults
+from gpu_envs.runs.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -293,7 +292,8 @@ class RunConfig:
     """The game (or its env id); ``tag_continuous`` is the seed config's name for Tag."""
     defaults: str = ruled("gpu_envs", one_of(*DEFAULTS))
     """Where the keys the config leaves out take their values: ``gpu_envs``, the defaults of these
-    dataclasses, or ``warpdrive``, the original framework's (``warpdrive.WARPDRIVE_DEFAULTS``: A2C,
+    dataclasses, or ``warpdrive``, the original framework's
+    (``warpdrive_defaults.WARPDRIVE_DEFAULTS``: A2C,
     ``vf_loss_coeff`` 0.01, ``entropy_coeff`` 0.05, a constant learning rate, ...)."""
     env: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the game's env (the game checks them)."""
@@ -336,9 +336,9 @@ def _typed(data: Mapping[str, Any]) -> DictConfig:
     if not isinstance(data, Mapping):
         raise ConfigError(f"config: must be a mapping, got {type(data).__name__}")
     if data.get("defaults") == "warpdrive":
-        from gpu_envs.lightning import warpdrive
-
-        data = warpdrive.with_warpdrive_defaults(warpdrive.read_warpdrive_keys(data))
+        data = warpdrive_defaults.with_warpdrive_defaults(
+            warpdrive_defaults.read_warpdrive_keys(data)
+        )
     try:
         with _named_errors():
             return OmegaConf.merge(OmegaConf.structured(RunConfig), data)

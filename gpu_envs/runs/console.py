@@ -12,9 +12,12 @@ from __future__ import annotations
 import math
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from gpu_envs.runs.metrics import IterationRecord, episode_summary
-from gpu_envs.trainers.rollout import PolicyGroup
+
+if TYPE_CHECKING:
+    from gpu_envs.trainers.rollout import PolicyGroup
 
 RULE = "=" * 40
 #: What the console prints for an episode statistic of a window in which no episode ended (the

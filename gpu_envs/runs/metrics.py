@@ -1,27 +1,38 @@
-"""Per-iteration statistics kept on the device and read back once per logging window.
-
-Each iteration adds, per policy, its learner statistics (``ppo.LEARNER_METRICS``), the std of
-each action index over agents/envs/time and its episode sums (``Collector.episode_stats``). At log
-time ``MetricsWindow.flush`` stacks the window, reduces it over the ranks (every rank calls it at
-the same iterations: the collectives match) and converts it to Python numbers in one transfer.
-``cleanrl_metrics`` names a window's numbers as CleanRL logs them, for ``fabric.log_dict``.
+"""A run's per-iteration numbers as records: what each policy reports (``LEARNER_METRICS``, the
+episode statistics), one :class:`IterationRecord` per iteration (read back from the device by
+``gpu_envs.trainers.statistics.MetricsWindow``), and the window summaries the console, the
+LightZero logs and CleanRL's names (``cleanrl_metrics``, for ``fabric.log_dict``) are made of.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
-import torch
-
-from gpu_envs.trainers.ppo import LEARNER_METRICS
-from gpu_envs.trainers.rollout import Collector
+#: What the learner reports for each policy and iteration (``trainers.ppo.update``).
+LEARNER_METRICS = (
+    "cur_lr",
+    "total_loss",
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "grad_norm",
+    "approx_kl",
+    "clip_fraction",
+    "explained_variance",
+    "first_ratio_deviation",
+    "value_mean",
+    "advantage_mean",
+    "norm_advantage_mean",
+    "return_mean",
+    "reward_mean",
+    "reward_max",
+    "reward_min",
+)
 
 SUM_METRICS = ("episode_count", "return_sum", "return_sumsq", "length_sum", "agentstep_count")
 MAX_METRICS = ("return_max",)
 MIN_METRICS = ("return_min",)
-_ACTION_AXES = ("agents", "envs", "time")
 
 
 @dataclass
@@ -31,73 +42,6 @@ class IterationRecord:
     iteration: int
     env_step: int
     policies: dict[str, dict[str, float]]
-
-
-class MetricsWindow:
-    """Device-side buffer of per-iteration statistics between two log points."""
-
-    def __init__(self, tags: list[str], heads: int):
-        self.tags, self.heads = list(tags), heads
-        self.names = list(LEARNER_METRICS) + [
-            f"action_{h}_std_{axis}" for h in range(heads) for axis in _ACTION_AXES
-        ]
-        self.names += list(SUM_METRICS) + list(MAX_METRICS) + list(MIN_METRICS)
-        self._kinds = (
-            ["mean"] * (len(LEARNER_METRICS) + 3 * heads)
-            + ["sum"] * len(SUM_METRICS)
-            + ["max"] * len(MAX_METRICS)
-            + ["min"] * len(MIN_METRICS)
-        )
-        self._rows: list[torch.Tensor] = []
-        self._meta: list[tuple[int, int]] = []
-
-    def add(
-        self, iteration: int, env_step: int, learner: dict[str, dict], collector: Collector
-    ) -> None:
-        """Append one iteration: the policies' ``learner`` statistics and the action spread and
-        episodes of ``collector``'s last rollout (device tensors; nothing is read back here)."""
-        parts = []
-        for group in collector.groups:
-            episodes = collector.episode_stats(group)
-            parts.append(torch.stack([learner[group.tag][k].double() for k in LEARNER_METRICS]))
-            parts.append(collector.action_std(group).double().reshape(-1))
-            parts.append(
-                torch.stack([episodes[k].double() for k in SUM_METRICS + MAX_METRICS + MIN_METRICS])
-            )
-        self._rows.append(torch.cat(parts))
-        self._meta.append((iteration, env_step))
-
-    def __len__(self) -> int:
-        return len(self._rows)
-
-    def flush(self, all_reduce: Callable | None = None) -> list[IterationRecord]:
-        """Reduce the window over the ranks with ``all_reduce`` (``fabric.all_reduce``; None: one
-        process), read it back in one transfer, and start a new window."""
-        if not self._rows:
-            return []
-        table = torch.stack(self._rows)  # [W, P * K]
-        if all_reduce is not None:
-            table = _reduce_columns(table, self._kinds * len(self.tags), all_reduce)
-        rows = table.tolist()
-        width = len(self.names)
-        records = []
-        for (iteration, env_step), row in zip(self._meta, rows):
-            policies = {
-                tag: dict(zip(self.names, row[i * width : (i + 1) * width]))
-                for i, tag in enumerate(self.tags)
-            }
-            records.append(IterationRecord(iteration, env_step, policies))
-        self._rows, self._meta = [], []
-        return records
-
-
-def _reduce_columns(table: torch.Tensor, kinds: list[str], all_reduce: Callable) -> torch.Tensor:
-    """Each column reduced over the ranks as its kind says: mean, sum, max or min."""
-    out = table.clone()
-    for kind in ("mean", "sum", "max", "min"):
-        columns = torch.tensor([i for i, k in enumerate(kinds) if k == kind], device=table.device)
-        out[:, columns] = all_reduce(table[:, columns].contiguous(), reduce_op=kind)
-    return out
 
 
 def _nanmean(values: list[float]) -> float:

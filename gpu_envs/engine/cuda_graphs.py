@@ -1,0 +1,104 @@
+"""CUDA-graph rollouts: a whole rollout step (policy forward, action sampling, env step, buffer
+writes) captured once in a ``torch.cuda.graph`` and replayed, with no host work per step but one
+``graph.replay()``.
+
+What makes an env step capturable:
+
+- its kernel launch goes to torch's *current* stream, looked up at every step
+  (:func:`gpu_envs.engine.devices.launch_stream`): inside ``torch.cuda.graph`` that is the capturing
+  stream, and numba-cuda (>= 0.29) records a launch on a capturing stream into the graph;
+- the launch is prepared before the capture (:meth:`gpu_envs.kernels.cuda.CUDADriver.prepare_step`:
+  compiled, arguments marshalled), so the capture sees only the launch;
+- nothing reads back to the host: ``validate_actions=False`` (the value checks read a flag), and
+  actions already on the device;
+- every tensor the step reads or writes keeps its address: the env's own buffers
+  (``copy_outputs=False``) or outputs the graph allocates in its private pool, and inputs copied
+  into static tensors with ``copy_()`` rather than rebound.
+
+Usage::
+
+    env = CartPoleVectorEnv(65536, "cuda", validate_actions=False)
+    env.copy_outputs = False
+    obs, _ = env.reset(seed=0)
+    actions = torch.zeros(env.num_envs, dtype=torch.int64, device="cuda")
+
+    def step():
+        logits = policy(obs)
+        actions.copy_(torch.distributions.Categorical(logits=logits).sample())
+        env.step(actions)  # writes obs in place
+
+    graph = CapturedStep(step, env.device)  # runs ``step`` warmup_steps times, then captures it
+    for _ in range(1000):
+        graph.replay()
+
+The warm-up steps are real steps (they advance the envs and the RNG): capture before the seeded
+reset that starts the measured or trained run. :class:`CapturedStep` runs them with torch's sync
+debug mode set to ``"error"``, so a host synchronisation in ``step`` fails there, with torch's
+message, rather than as a capture error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+import torch
+
+#: Real steps run before the capture (kernel compilation, launch preparation, allocator warm-up).
+WARMUP_STEPS = 3
+
+
+class CapturedStep:
+    """``step`` (a function of static tensors, no arguments) captured in one CUDA graph on
+    ``device``.
+
+    Args:
+        step: the work to capture; it must not synchronise with the host.
+        device: the CUDA device it runs on.
+        warmup_steps: calls of ``step`` on a side stream before the capture.
+        pool: a graph memory pool to share with other graphs (``torch.cuda.graph_pool_handle()``).
+    """
+
+    def __init__(
+        self,
+        step: Callable[[], object],
+        device: torch.device,
+        warmup_steps: int = WARMUP_STEPS,
+        pool=None,
+    ):
+        current = torch.cuda.current_stream(device)
+        side = torch.cuda.Stream(device)
+        side.wait_stream(current)
+        with torch.cuda.stream(side), sync_errors():
+            for _ in range(warmup_steps):
+                step()
+        current.wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph, pool=pool):
+            self.outputs = step()
+
+    def replay(self) -> None:
+        """Run the captured step once (asynchronously, on torch's current stream)."""
+        self.graph.replay()
+
+
+@contextlib.contextmanager
+def sync_errors() -> Iterator[None]:
+    """Within the block, a host synchronisation raises (``torch.cuda.set_sync_debug_mode``)."""
+    previous = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        yield
+    finally:
+        torch.cuda.set_sync_debug_mode(previous)
+
+
+def capturable(env) -> str | None:
+    """Why ``env`` (a :class:`~gpu_envs.engine.kernel_env.KernelEnv`) cannot be stepped inside a
+    capture,
+    or None when it can."""
+    if env.kernel_target != "cuda" or env.device.type != "cuda":
+        return "not on a CUDA GPU"
+    if env.validate_actions:
+        return "validate_actions=True reads a flag back every step"
+    return None

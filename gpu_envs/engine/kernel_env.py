@@ -1,0 +1,755 @@
+"""The engine under every gpu-envs env: a batch of games whose step is a Numba kernel.
+
+A game subclasses :class:`KernelEnv` and declares only what is its own:
+
+- ``game``: a name (it keys the compiled kernels in numba's disk cache);
+- ``logic``: its step logic, a module (or any object) with two
+  :func:`~gpu_envs.kernels.targets.kernel_function`\\ s ``step_envs(start, stop, envs)`` and
+  ``reset_envs(start, stop, mask, envs)``, and ``KernelArgs``, the namedtuple class of ``envs``
+  (see ``docs/write-an-env.md``);
+- :meth:`buffer_layout`: every per-env array the kernels keep (state, outputs, scratch), by name,
+  with its shape and NumPy dtype; ``KernelArgs`` starts with them in this order, then ``actions``;
+- :meth:`constants`: NumPy arrays the kernels read (copied to the device once, and again by
+  :meth:`update_constants`), then :meth:`settings`: scalars; ``KernelArgs`` ends with them;
+- its spaces (``single_observation_space``, ``single_action_space``) and optionally
+  ``render_frames``.
+
+The engine owns the rest, once for every game: device and dtype resolution, the CPU or CUDA driver,
+per-env seeding and episode counters (the ``env_seed`` and ``episode`` buffers, uint64 views of
+int64 tensors), reset masks, the three autoreset modes (the ``autoreset_mode`` setting the logic
+reads), validation of actions, fresh output tensors per step (or, with
+:attr:`KernelEnv.copy_outputs` off, the env's own buffers), launches on torch's current stream,
+``close()``, pickling and ``copy.deepcopy`` (a copy steps on exactly like the original).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import secrets
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from gpu_envs.engine import devices
+from gpu_envs.engine.validation import (
+    AUTORESET_CODES,
+    ActionCheck,
+    as_reset_mask,
+    check_all_reset,
+    check_positive_int,
+    one_read,
+    parse_autoreset_mode,
+    per_env_seeds,
+    raise_out_of_range,
+)
+
+#: Buffers every game has: the engine seeds and counts episodes with them.
+ENGINE_BUFFERS = ("needs_reset", "episode", "env_seed")
+#: NumPy dtypes the kernels see, and the torch dtype that stores each (uint64 in int64 storage).
+_TORCH_STORAGE = {
+    np.dtype(np.float32): torch.float32,
+    np.dtype(np.float64): torch.float64,
+    np.dtype(np.bool_): torch.bool,
+    np.dtype(np.int32): torch.int32,
+    np.dtype(np.int64): torch.int64,
+    np.dtype(np.uint64): torch.int64,
+}
+
+
+def episode_buffers(
+    num_envs: int, obs_shape: tuple[int, ...], reward_dtype=np.float32
+) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """The buffers every single-agent game has, in ``args`` order: the engine's counters
+    (``needs_reset``, ``episode``, ``env_seed``) and the outputs (``obs`` float32 of ``obs_shape``,
+    ``rewards``, ``terminated``, ``truncated``, ``final_obs``, ``has_final_obs``)."""
+    n, flag = num_envs, np.dtype(np.bool_)
+    obs = ((n, *obs_shape), np.dtype(np.float32))
+    return {
+        "needs_reset": ((n,), flag),
+        "episode": ((n,), np.dtype(np.uint64)),
+        "env_seed": ((n,), np.dtype(np.uint64)),
+        "obs": obs,
+        "rewards": ((n,), np.dtype(reward_dtype)),
+        "terminated": ((n,), flag),
+        "truncated": ((n,), flag),
+        "final_obs": obs,
+        "has_final_obs": ((n,), flag),
+    }
+
+
+class Buffers(dict):
+    """The env's tensors by name, also readable as attributes (``buffers.obs``)."""
+
+    def __getattr__(self, name: str) -> torch.Tensor:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class KernelEnv:
+    """Base class of the batched envs: ``num_envs`` games stepped by one kernel launch on
+    ``device``.
+
+    Args:
+        num_envs: number of games.
+        device: "cpu", "cuda", "cuda:N" or "auto" (CUDA when usable, else CPU).
+        autoreset_mode: ``AutoresetMode`` NEXT_STEP (default), SAME_STEP or DISABLED, or its name.
+        render_mode: None or one of ``metadata["render_modes"]``.
+        validate_actions: check the actions' values before each step (their shape and dtype are
+            always checked). On CUDA the value checks (with the finished-env check of DISABLED
+            autoreset) cost one host synchronisation per step between them.
+    """
+
+    game: ClassVar[str]
+    logic: ClassVar[Any]
+    #: Outputs a step returns, in this order: (obs, rewards, terminated, truncated).
+    step_outputs: ClassVar[tuple[str, ...]] = ("obs", "rewards", "terminated", "truncated")
+    #: SAME_STEP outputs: the ``info`` key of each buffer (``_final_obs`` flags the ended envs).
+    final_outputs: ClassVar[dict[str, str]] = {
+        "final_obs": "final_obs",
+        "_final_obs": "has_final_obs",
+    }
+    #: Which worker shape the CUDA kernel has: "thread" (one per env) or "block" (one per env, a
+    #: thread per agent, ``cuda_shared_slots`` rows of agents in shared memory).
+    cuda_shape: ClassVar[str] = "thread"
+    cuda_shared_slots: ClassVar[int] = 0
+    #: Whether ``step_envs`` writes every entry of the :attr:`step_outputs` of every env on every
+    #: step. Then the CPU kernel writes each step's outputs into new arrays that become the returned
+    #: tensors (no copy); otherwise the returned tensors are copies of the buffers.
+    step_writes_every_output: ClassVar[bool] = False
+    #: Buffers that are only the kernels' scratch (left out of :meth:`state_snapshot`).
+    scratch_buffers: ClassVar[tuple[str, ...]] = ()
+    #: Buffers stored component-major ([components, num_envs], e.g. a state GPU threads read
+    #: coalesced); :meth:`state_snapshot` gives them env first.
+    component_major_buffers: ClassVar[tuple[str, ...]] = ()
+    #: Whether :meth:`step` and :meth:`reset` return fresh tensors (True, the default) or the env's
+    #: own output buffers (False: no allocation or copy per step; the tensors are overwritten by
+    #: the next step or reset, so read or copy them before that). Set it on the instance.
+    copy_outputs: bool = True
+    #: CPU loops: envs per call of ``step_envs``, and the batch size from which threads are used.
+    cpu_block_size: ClassVar[int] = 512
+    cpu_parallel_min_envs: ClassVar[int] = 4096
+    metadata: dict[str, Any] = {
+        "render_modes": ["rgb_array"],
+        "autoreset_mode": AutoresetMode.NEXT_STEP,
+    }
+
+    #: Agents per env (multi-agent games set it; "block"-shaped CUDA kernels use it).
+    num_agents: int = 1
+    single_observation_space: gym.Space
+    single_action_space: gym.Space
+    observation_space: gym.Space
+    action_space: gym.Space
+
+    def __init__(
+        self,
+        num_envs: int = 1,
+        device: str | torch.device = "cpu",
+        *,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        render_mode: str | None = None,
+        validate_actions: bool = True,
+    ):
+        self.num_envs = check_positive_int(num_envs, "num_envs")
+        self.device = devices.resolve_device(device)
+        self.kernel_target = devices.kernel_target(device)
+        # The CPU kernels' step; the CUDA branch also serves the simulated device (CPU tensors).
+        self._on_cpu = self.kernel_target == "cpu"
+        self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(
+                f"render_mode must be None or one of {self.metadata['render_modes']}, got "
+                f"{render_mode!r}"
+            )
+        self.render_mode = render_mode
+        self.validate_actions = bool(validate_actions)
+        self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
+        self._closed = False
+
+    # ----------------------------------------------------------------------------- the game's part
+    def buffer_layout(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """Every array the kernels keep, ``name -> (shape, NumPy dtype)``, in ``args`` order.
+
+        Must hold ``needs_reset`` [E] bool, ``episode`` and ``env_seed`` [E] uint64, the
+        :attr:`step_outputs` and the :attr:`final_outputs` buffers.
+        """
+        raise NotImplementedError
+
+    def constants(self) -> tuple[np.ndarray, ...] | Mapping[str, np.ndarray]:
+        """Arrays the kernels read (game constants, reset bounds), after the actions in ``args``:
+        by name (a mapping, checked against ``KernelArgs``) or in order."""
+        return ()
+
+    def settings(self) -> tuple | Mapping[str, Any]:
+        """Scalars the kernels read, last in ``args``, by name (checked against ``KernelArgs``) or
+        in order; must include ``self.autoreset_code`` (named ``autoreset_mode``)."""
+        return {"autoreset_mode": self.autoreset_code}
+
+    def action_layout(self) -> tuple[tuple[int, ...], torch.dtype]:
+        """Shape and dtype of the actions of one step (by default from the single action space)."""
+        space = self.single_action_space
+        if isinstance(space, gym.spaces.Discrete):
+            return (self.num_envs,), torch.int64
+        if isinstance(space, gym.spaces.MultiDiscrete):
+            return (self.num_envs, *space.shape), torch.int64
+        if isinstance(space, gym.spaces.Box):
+            return (self.num_envs, *space.shape), torch.float32
+        raise NotImplementedError(f"no default action layout for {space}")
+
+    def render_frames(self) -> tuple[np.ndarray, ...]:
+        """One RGB frame (H, W, 3 uint8) per env."""
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------------------- set-up
+    def _build(self) -> None:
+        """Allocate the buffers and load the driver; a game's ``__init__`` calls it last."""
+        layout = self.buffer_layout()
+        missing = [
+            name
+            for name in (*ENGINE_BUFFERS, *self.step_outputs, *self.final_outputs.values())
+            if name not in layout
+        ]
+        if missing:
+            raise TypeError(f"{type(self).__name__}.buffer_layout() lacks the buffers {missing}")
+        self._layout = layout
+        _check_memory(layout, self.device, type(self).__name__)
+        self._tensors = Buffers(
+            {
+                name: torch.zeros(shape, dtype=_TORCH_STORAGE[np.dtype(dtype)], device=self.device)
+                for name, (shape, dtype) in layout.items()
+            }
+        )
+        if isinstance(self, VectorEnv):  # the gymnasium face: batched spaces of the single ones
+            self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+            self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self._action_shape, self._action_dtype = self.action_layout()
+        self._actions = torch.zeros(
+            self._action_shape, dtype=self._action_dtype, device=self.device
+        )
+        self._make_views()
+        self.update_constants()
+        self._check_kernel_args()
+        self._entropy_seed = secrets.randbits(62)
+        self._seeded = False
+        self._is_reset = False
+
+    def _make_views(self) -> None:
+        """The kernels' zero-copy views of the buffers and actions (in the GPU's numba context),
+        the first ``args``; the driver; the action checks."""
+        with devices.numba_context(self.device):
+            buffer_views = [self._kernel_view(name) for name in self._layout]
+            self._kernel_args = (*buffer_views, devices.kernel_view(self._actions))
+        self._driver = self._load_driver()
+        self._action_check = ActionCheck(self.single_action_space, self._action_shape, self.device)
+        # The game keeps the engine's check_actions: the CPU step converts and checks in one pass.
+        self._default_action_check = type(self).check_actions is KernelEnv.check_actions
+        # The CPU step's checked loop: the actions buffer's view gives the actions' type and shape,
+        # and, for integer actions checked the engine's way, the loop range-checks them itself.
+        upper = self._action_check.upper
+        self._actions_view = self._kernel_args[len(self._layout)]
+        self._action_upper = np.asarray(-1 if upper is None else upper, np.int64).reshape(-1)
+        self._kernel_checks_actions = (
+            self._on_cpu
+            and self._default_action_check
+            and not self._action_check.box
+            and upper is not None
+            and self._action_dtype is torch.int64
+        )
+
+    def _check_kernel_args(self) -> None:
+        """The logic's ``KernelArgs`` must name the arguments the engine passes, in order: the
+        buffers of :meth:`buffer_layout`, ``actions``, then the constants and settings (by their
+        names where :meth:`constants` / :meth:`settings` give a mapping); each buffer's kernel view
+        must have its declared dtype, each constant be an array and each setting a scalar."""
+        fields = tuple(type(self).logic.KernelArgs._fields)
+        declared = (
+            *self._layout,
+            "actions",
+            *_argument_names(self.constants()),
+            *_argument_names(self.settings()),
+        )
+        mismatched = [
+            f"{index}: {field!r} where the env passes {name!r}"
+            for index, (field, name) in enumerate(zip(fields, declared))
+            if name is not None and field != name
+        ]
+        if mismatched or len(fields) != len(declared):
+            raise TypeError(
+                f"{type(self).__name__}.logic.KernelArgs has the fields {fields}; the kernels get "
+                f"{len(declared)} arguments: the buffers of buffer_layout() in order, 'actions', "
+                f"then the constants and settings, named "
+                f"{tuple('?' if name is None else name for name in declared)}"
+                + (f" (mismatched fields {'; '.join(mismatched)})" if mismatched else "")
+            )
+        for name, view in zip(self._layout, self._kernel_args):
+            if np.dtype(view.dtype) != np.dtype(self._layout[name][1]):
+                raise TypeError(
+                    f"{type(self).__name__}: buffer {name!r} reaches the kernels as {view.dtype}, "
+                    f"declared {np.dtype(self._layout[name][1])}"
+                )
+        arguments = zip(fields[len(self._layout) + 1 :], self._kernel_args[len(self._layout) + 1 :])
+        num_constants = len(_argument_values(self.constants()))
+        for index, (field, value) in enumerate(arguments):
+            is_constant = index < num_constants
+            if is_constant == isinstance(value, (bool, int, float, np.generic)):
+                kind = "constant (an array)" if is_constant else "setting (a scalar)"
+                raise TypeError(
+                    f"{type(self).__name__}: KernelArgs.{field} must be a {kind}, got "
+                    f"{type(value).__name__}"
+                )
+
+    def _kernel_view(self, name: str):
+        view = devices.kernel_view(self._tensors[name])
+        return view.view(np.uint64) if np.dtype(self._layout[name][1]) == np.uint64 else view
+
+    def _load_driver(self):
+        logic = type(self).logic
+        if self.kernel_target == "cpu":
+            from gpu_envs.kernels import cpu
+
+            return cpu.make_driver(
+                self.game,
+                logic.step_envs,
+                logic.reset_envs,
+                logic.KernelArgs,
+                self.cpu_block_size,
+                self.cpu_parallel_min_envs,
+            )
+        from gpu_envs.kernels import cuda
+
+        if (
+            devices.simulated_cuda()
+        ):  # the simulator runs the RNG's wrapping uint64 arithmetic in NumPy
+            warnings.filterwarnings(
+                "ignore", "overflow encountered", RuntimeWarning, "gpu_envs.kernels.rng"
+            )
+        driver = cuda.make_driver(
+            self.game,
+            logic.step_envs,
+            logic.reset_envs,
+            logic.KernelArgs,
+            self.cuda_shape,
+            self.cuda_shared_slots,
+        )
+        if self.cuda_shape == "block" and self.num_agents > driver.max_agents():
+            raise ValueError(
+                f"{type(self).__name__} on CUDA keeps an env's agents in shared memory: at most "
+                f"{driver.max_agents()} agents, got {self.num_agents}; use device='cpu'"
+            )
+        return driver
+
+    def update_constants(self) -> None:
+        """Send :meth:`constants` and :meth:`settings` to the kernels (after changing them)."""
+        constants = _argument_values(self.constants())
+        if self.kernel_target == "cuda":
+            from numba import cuda
+
+            with devices.numba_context(self.device):  # copied on the launch stream: no host sync
+                stream = devices.launch_stream(self.device)
+                constants = tuple(cuda.to_device(array, stream=stream) for array in constants)
+        names = list(self._layout)
+        self._actions_index = len(names)
+        self._kernel_args = (
+            *self._kernel_args[: self._actions_index + 1],
+            *constants,
+            *_argument_values(self.settings()),
+        )
+        # (args index, shape, dtype) of the outputs each CPU step writes into new arrays
+        self._fresh_outputs = (
+            tuple((names.index(name), *self._layout[name]) for name in self.step_outputs)
+            if self._on_cpu and self.step_writes_every_output
+            else ()
+        )
+        self._launch = {} if self.kernel_target == "cpu" else {"num_agents": self.num_agents}
+        self._empty_info = (
+            type(self).after_step is KernelEnv.after_step
+            and type(self).step_info is KernelEnv.step_info
+            and self.autoreset_mode is not AutoresetMode.SAME_STEP
+        )
+        # compiled for the argument types at the next CPU step; prepared at the next CUDA step
+        # (the CPU step loop compiled for an array of actions, and for an address)
+        self._cpu_step: list[Callable[..., bool] | None] = [None, None]
+        self._cuda_step: Callable[[object], None] | None = None
+        self._bind_step_args()
+
+    def _bind_step_args(self) -> None:
+        """The CPU step's arguments around the actions, and the step's outputs (the buffers),
+        bound once: made again whenever a buffer or constant is replaced."""
+        args, index = self._kernel_args, self._actions_index
+        self._args_before, self._args_after = args[:index], args[index + 1 :]
+        self._output_tensors = tuple(self._tensors[name] for name in self.step_outputs)
+
+    @property
+    def kernel_args(self) -> tuple:
+        """The arguments the kernels get after the env range (and the reset mask), in order:
+        the buffers' kernel views, the actions, the constants, the settings (the drivers hand
+        them to the logic as its ``KernelArgs``)."""
+        return self._kernel_args
+
+    @property
+    def autoreset_code(self) -> int:
+        """The kernels' integer code of :attr:`autoreset_mode`."""
+        return AUTORESET_CODES[self.autoreset_mode]
+
+    # ----------------------------------------------------------------------------- API
+    def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
+        """Reset all envs, or those in ``options["reset_mask"]`` ([num_envs] bool).
+
+        ``seed=s`` seeds env ``i`` with ``s + i`` (a sequence gives one seed per env); env ``i``'s
+        start states then depend only on its own seed and episode count. Other options are the
+        game's (:meth:`apply_reset_options`). Returns ``(obs, info)``.
+        """
+        self._check_open()
+        options = dict(options or {})
+        mask_option = options.pop("reset_mask", None) if "reset_mask" in options else True
+        self.apply_reset_options(options)
+        if mask_option is True:
+            mask = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+        else:
+            mask = as_reset_mask(mask_option, self.num_envs, self.device)
+        if seed is None and not self._seeded:
+            seed = self.default_seed()
+        if seed is not None:
+            self.seed_envs(mask, seed)
+        if self._fresh_outputs and self.copy_outputs:  # the caller may hold the last obs: a copy
+            self._rebind("obs", self._kernel_args[self._layout_index("obs")].copy())
+        with devices.numba_context(self.device):
+            self._driver.reset(
+                self.num_envs,
+                devices.kernel_view(mask),
+                self._kernel_args,
+                **self._launch,
+                **self._stream(),
+            )
+        self._tensors.has_final_obs.masked_fill_(mask, False)
+        self._is_reset = True
+        obs = self._tensors.obs
+        if self.copy_outputs and not self._fresh_outputs:
+            obs = devices.fresh_copy(obs)
+        return obs, self.reset_info()
+
+    def _layout_index(self, name: str) -> int:
+        return list(self._layout).index(name)
+
+    def _rebind(self, name: str, array: np.ndarray) -> None:
+        """Make the NumPy ``array`` the CPU buffer ``name`` (the kernels' view and the tensor)."""
+        index = self._layout_index(name)
+        self._kernel_args = (*self._kernel_args[:index], array, *self._kernel_args[index + 1 :])
+        self._tensors[name] = torch.from_numpy(array)
+        self._bind_step_args()
+
+    def apply_reset_options(self, options: dict[str, Any]) -> None:
+        """Apply the game's reset options (all but ``reset_mask``); none by default."""
+        if options:
+            raise ValueError(f"unknown reset option(s) {sorted(options)}: allowed reset_mask")
+
+    def default_seed(self) -> int:
+        """The seed of the first reset without one: fresh entropy, drawn at construction."""
+        return self._entropy_seed
+
+    def seed_envs(self, mask: torch.Tensor, seed) -> torch.Tensor:
+        """Seed the masked envs (env ``i`` gets ``seed + i``) and restart their episode counts."""
+        seeds = per_env_seeds(seed, self.num_envs, self.device, self.env_noun)
+        self._tensors.env_seed.copy_(torch.where(mask, seeds, self._tensors.env_seed))
+        self._tensors.episode.masked_fill_(mask, 0)
+        self._seeded = True
+        return seeds
+
+    env_noun: ClassVar[str] = "env"
+
+    def reset_info(self) -> dict[str, Any]:
+        """The ``info`` of :meth:`reset`."""
+        return {}
+
+    def step(self, actions):
+        """Advance every env by one step; returns ``(obs, rewards, terminated, truncated,
+        info)``."""
+        if self._closed or not self._is_reset:
+            self._check_open()
+            raise RuntimeError("call reset() before step()")
+        if self._on_cpu:
+            obs, rewards, terminated, truncated = self._step_on_cpu(actions)
+        else:
+            obs, rewards, terminated, truncated = self._step_on_cuda(actions)
+        if self._empty_info:  # the hooks are the engine's and the mode adds nothing to the info
+            return obs, rewards, terminated, truncated, {}
+        self.after_step()
+        info = self.step_info()
+        if self.autoreset_mode is AutoresetMode.SAME_STEP:
+            t = self._tensors
+            give = devices.fresh_copy if self.copy_outputs else _same
+            info.update({key: give(t[name]) for key, name in self.final_outputs.items()})
+        return obs, rewards, terminated, truncated, info
+
+    def check_actions(self, actions) -> torch.Tensor:
+        """The actions as the kernel reads them; shape and dtype always checked, values when
+        ``validate_actions`` (a clear error names the first bad entry)."""
+        return self._action_check.tensor(actions, self.validate_actions)
+
+    def _check_finished_envs(self) -> None:
+        """With autoreset DISABLED (and ``validate_actions``), refuse to step a finished env."""
+        if self.autoreset_mode is AutoresetMode.DISABLED and self.validate_actions:
+            check_all_reset(self._tensors.needs_reset, self.env_noun)
+
+    def _step_on_cuda(self, actions) -> list[torch.Tensor]:
+        """One CUDA step (also the simulated device's): the checks' flags are read back once."""
+        with one_read(self.device):  # the input first, then the envs' state
+            actions = self.check_actions(actions)
+            self._check_finished_envs()
+        self._actions.copy_(actions)
+        with devices.numba_context(self.device):
+            launch = self._cuda_step
+            if launch is None:
+                launch = self._cuda_step = self._driver.prepare_step(
+                    self.num_envs, self._kernel_args, **self._launch
+                )
+            launch(devices.launch_stream(self.device))
+        give = devices.fresh_copy if self.copy_outputs else _same
+        return [give(self._tensors[name]) for name in self.step_outputs]
+
+    def _step_on_cpu(self, actions) -> tuple[torch.Tensor, ...]:
+        """One CPU step (the kernel reads the caller's actions in place); returns the outputs.
+
+        The common input (a C-contiguous CPU tensor or writable NumPy array of the kernel's action
+        dtype and shape, integer action spaces) goes to the checked step loop as it is: a tensor as
+        its address (no NumPy view made per step), and its range check runs inside that loop,
+        before any env moves (``kernels.cpu.CPUDriver``). Any other input
+        is converted and checked here first. The loop is called without numba's per-call typing:
+        the arguments keep the types it was compiled for (the address an int, fresh outputs new C
+        arrays of their buffers' dtypes).
+        """
+        validate = self.validate_actions
+        source: Any = None
+        if self._kernel_checks_actions and not (
+            validate and self.autoreset_mode is AutoresetMode.DISABLED
+        ):  # (DISABLED checks the actions before the finished envs, as before)
+            source = self._action_check.in_place_source(actions)
+        check = source is not None and validate
+        if source is None:
+            if self._default_action_check:
+                source = self._action_check.kernel_array(actions, validate)
+            else:
+                source = self.check_actions(actions).to(self._action_dtype).contiguous().numpy()
+            self._check_finished_envs()
+        before = self._args_before
+        copy_outputs = self.copy_outputs
+        fresh: tuple[np.ndarray, ...] = ()
+        if copy_outputs and self._fresh_outputs:
+            fresh = tuple(np.empty(shape, dtype) for _, shape, dtype in self._fresh_outputs)
+            slots = list(before)
+            for (slot, _, _), output in zip(self._fresh_outputs, fresh):
+                slots[slot] = output
+            before = tuple(slots)
+        like, after, upper = self._actions_view, self._args_after, self._action_upper
+        compiled = self._cpu_step
+        kind = type(source) is int  # 1: an address, 0: an array (compiled once each)
+        step = compiled[kind]
+        if step is None:
+            step = compiled[kind] = self._driver.compiled_step(
+                self.num_envs, before, like, after, source, upper, check
+            )
+        if step(self.num_envs, before, like, after, source, upper, check):
+            shown = actions if kind else torch.from_numpy(source)
+            raise_out_of_range(shown, torch.as_tensor(self._action_check.upper), "actions")
+        if not fresh:
+            if copy_outputs:
+                return tuple(map(devices.fresh_copy, self._output_tensors))
+            return self._output_tensors
+        outputs = tuple(map(torch.from_numpy, fresh))
+        self._tensors.update(zip(self.step_outputs, outputs))
+        self._args_before, self._output_tensors = before, outputs
+        self._kernel_args = (*before, self._actions_view, *self._args_after)
+        return outputs
+
+    def after_step(self) -> None:
+        """Hook run after each step's kernel (e.g. to report an error flag the kernel set)."""
+
+    def step_info(self) -> dict[str, Any]:
+        """The ``info`` of :meth:`step` (SAME_STEP's final outputs are added by the engine)."""
+        return {}
+
+    def _stream(self) -> dict:
+        return {} if self.kernel_target == "cpu" else {"stream": devices.launch_stream(self.device)}
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"this {type(self).__name__} is closed; make a new one")
+
+    def state_snapshot(self) -> dict[str, torch.Tensor]:
+        """Copies of every buffer the kernels keep but scratch, by name, env first ([num_envs,
+        ...]):
+        the public way to read an env's whole state (e.g. to check CPU against CUDA)."""
+        self._check_open()
+        return {
+            name: (tensor.T if name in self.component_major_buffers else tensor).clone(
+                memory_format=torch.contiguous_format
+            )
+            for name, tensor in self._tensors.items()
+            if name not in self.scratch_buffers
+        }
+
+    def buffers_state(self) -> dict[str, torch.Tensor]:
+        """Copies of every buffer but scratch, as stored: the envs' whole state for a checkpoint
+        (``load_buffers_state`` puts it back and the envs continue bit for bit)."""
+        self._check_open()
+        return {
+            name: tensor.clone()
+            for name, tensor in self._tensors.items()
+            if name not in self.scratch_buffers
+        }
+
+    def load_buffers_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore what ``buffers_state`` returned (an env of the same class, size and dtype)."""
+        self._check_open()
+        kept = {n: t for n, t in self._tensors.items() if n not in self.scratch_buffers}
+        if set(state) != set(kept):
+            raise ValueError(
+                f"env state: buffers {sorted(state)} do not match this env's {sorted(kept)}"
+            )
+        for name, tensor in kept.items():
+            saved = state[name]
+            if saved.shape != tensor.shape or saved.dtype != tensor.dtype:
+                raise ValueError(
+                    f"env state: buffer {name!r} is {tuple(saved.shape)} {saved.dtype}, this "
+                    f"env's is {tuple(tensor.shape)} {tensor.dtype}"
+                )
+        for name, tensor in kept.items():
+            tensor.copy_(state[name])
+        self._seeded = self._is_reset = True
+
+    def render(self) -> tuple[np.ndarray, ...] | None:
+        """One RGB frame (H, W, 3 uint8) per env when ``render_mode="rgb_array"``."""
+        if self.render_mode is None:
+            gym.logger.warn("render() called without render_mode; pass render_mode='rgb_array'")
+            return None
+        self._check_open()
+        return self.render_frames()
+
+    def close(self, **kwargs) -> None:
+        """Release the buffers; the env cannot be used afterwards."""
+        self._closed = self.closed = True
+        self._tensors, self._kernel_args = Buffers(), ()
+        self._args_before, self._args_after, self._output_tensors = (), (), ()
+        self._actions_view = None
+
+    # ----------------------------------------------------------------------------- copies
+    def __getstate__(self) -> dict[str, Any]:
+        # Kernel views and the driver are rebuilt in the copy: they alias this env's memory.
+        state = {key: value for key, value in self.__dict__.items() if key not in _UNPICKLED}
+        if not self._closed:
+            state["_tensors"] = Buffers(
+                {name: tensor.cpu() for name, tensor in self._tensors.items()}
+            )
+            state["_actions"] = self._actions.cpu()
+        simulated = self.kernel_target == "cuda" and self.device.type == "cpu"
+        state["device"] = "cuda" if simulated else str(self.device)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.device = devices.resolve_device(state["device"])
+        self.kernel_target = devices.kernel_target(state["device"])
+        if self._closed:
+            return
+        self._tensors = Buffers(
+            {name: tensor.to(self.device) for name, tensor in state["_tensors"].items()}
+        )
+        self._actions = state["_actions"].to(self.device)
+        self._make_views()
+        self.update_constants()
+
+    def __deepcopy__(self, memo: dict) -> KernelEnv:
+        clone = type(self).__new__(type(self))
+        memo[id(self)] = clone
+        clone.__setstate__(copy.deepcopy(self.__getstate__(), memo))
+        return clone
+
+
+#: What a copy rebuilds: the kernels' views and the driver alias this env's memory or compiled code.
+_UNPICKLED = frozenset(
+    {
+        "_kernel_args",
+        "_driver",
+        "_launch",
+        "_cpu_step",
+        "_cuda_step",
+        "_args_before",
+        "_args_after",
+        "_actions_view",
+        "_output_tensors",
+    }
+)
+
+
+def _same(tensor: torch.Tensor) -> torch.Tensor:
+    """An output returned as the env's own buffer (``copy_outputs=False``)."""
+    return tensor
+
+
+def _argument_names(arguments: tuple | Mapping[str, Any]) -> tuple[str | None, ...]:
+    """The names of :meth:`KernelEnv.constants` or :meth:`KernelEnv.settings` (None: unnamed)."""
+    if isinstance(arguments, Mapping):
+        return tuple(arguments)
+    return (None,) * len(arguments)
+
+
+def _argument_values(arguments: tuple | Mapping[str, Any]) -> tuple:
+    """The values of :meth:`KernelEnv.constants` or :meth:`KernelEnv.settings`, in order."""
+    return tuple(arguments.values()) if isinstance(arguments, Mapping) else tuple(arguments)
+
+
+def _check_memory(
+    layout: dict[str, tuple[tuple[int, ...], np.dtype]], device: torch.device, name: str
+) -> None:
+    """Refuse buffers larger than the free memory of ``device`` (a clear error, not the OOM
+    killer)."""
+    needed = sum(
+        int(np.prod(shape, dtype=np.float64)) * np.dtype(dtype).itemsize
+        for shape, dtype in layout.values()
+    )
+    if device.type == "cuda":
+        free = torch.cuda.mem_get_info(device)[0]
+    else:
+        try:
+            free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+        except (
+            ValueError,
+            OSError,
+            AttributeError,
+        ):  # not a POSIX system: let the allocator decide
+            return
+    if needed > free:
+        raise ValueError(
+            f"{name} needs {needed / 2**30:.2f} GiB of buffers on {device}, but only "
+            f"{free / 2**30:.2f} GiB are free: use fewer envs (or agents, or a smaller observation)"
+        )
+
+
+class ComponentMajorState:
+    """Mixin of a :class:`KernelEnv` whose state is one component-major buffer ``"state"``
+    ([components, num_envs]: GPU threads read it coalesced, the CPU loops vectorise over it)."""
+
+    _tensors: Buffers
+    device: torch.device
+
+    @property
+    def state(self) -> torch.Tensor:
+        """The [num_envs, components] state: a view (not contiguous; its ``.T`` is), writes go to
+        the envs."""
+        return self._tensors.state.T
+
+    @state.setter
+    def state(self, value) -> None:
+        expected = tuple(self._tensors.state.T.shape)
+        value = torch.as_tensor(value, dtype=self._tensors.state.dtype, device=self.device)
+        if tuple(value.shape) != expected:
+            raise ValueError(f"state must have shape {expected}, got {tuple(value.shape)}")
+        self._tensors.state.copy_(value.T)

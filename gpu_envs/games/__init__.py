@@ -1,0 +1,191 @@
+"""The games of gpu-envs, one record each: everything outside a game's own modules that names it.
+
+Registration (``gpu_envs/__init__.py``: the gymnasium ids), the trainer (its game faces, the config
+names, the default presets), ``gpu-envs evaluate`` / ``render`` / ``bench`` / ``device-check`` and
+``gpu_envs.benchmarks.parity`` read :data:`GAMES`. Adding a game is its logic module
+(``gpu_envs/kernels/<game>_logic.py``), its env declaration (``gpu_envs/<game>.py``) and one
+:class:`Game` here (with its tests and docs).
+
+Classes are named by import path (``"module:attribute"``) and imported when used, so importing this
+module (and ``gpu_envs``) imports no env, no numba and no torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Game:
+    """One game as the package's tools see it."""
+
+    name: str
+    """Its name on the command line and in run configs (``gpu-envs train NAME``)."""
+    env_id: str
+    """Its gymnasium id (``gym.make`` / ``gym.make_vec``)."""
+    vector_env: str
+    """``"module:Class"`` of the batched env (``gym.make_vec``'s entry point)."""
+    single_env: str
+    """``"module:Class"`` of ``gym.make``'s entry point."""
+    max_episode_steps: int | None
+    """gymnasium's episode length of the id (None: the env's own)."""
+    reward_threshold: float | None = None
+    """gymnasium's reward threshold of the id (None: it has none)."""
+    solved_threshold: float | None = None
+    """The greedy mean return ``gpu-envs evaluate`` compares with and the presets stop at."""
+    solved_what: str = ""
+    """What :attr:`solved_threshold` is, in words."""
+    render_fps: float = 30.0
+    """Frames per second of ``gpu-envs render``'s animations (gymnasium's ``render_fps``)."""
+    trainer_env: str = ""
+    """``"module:Class"`` of the env the trainer builds (default: :attr:`vector_env`)."""
+    trainer_face: str = "discrete"
+    """How the trainer sees it: ``"discrete"`` (one agent, one categorical action),
+    ``"continuous"`` (one agent, a Gaussian action clipped to the bounds) or ``"tag"``."""
+    observation_scale: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    """``(center, scale)``: the trainer feeds the policy ``(obs - center) / scale`` (a fixed
+    normalisation, for games whose observations differ in scale by orders of magnitude, as
+    MountainCar's position and velocity); None: the observations as they are."""
+    potential: str = ""
+    """``"module:function"`` of the potential ``Phi(obs)`` (the env's observations [..., obs_dim]
+    -> [...]) that ``trainer.reward_shaping`` shapes PPO's rewards with; empty: none."""
+    aliases: tuple[str, ...] = ()
+    """Other names run configs may give (lower case)."""
+    parity_rules: str = ""
+    """``"module:function"`` giving the near-tie rules of ``utils.parity`` for an env of the game
+    (``function(env)``); empty: none known."""
+    benchmark: str = ""
+    """Module of ``gpu-envs bench NAME`` (empty: none)."""
+    train_benchmark: str = ""
+    """Module of ``gpu-envs bench train-NAME`` (empty: none)."""
+
+    @property
+    def preset(self) -> str:
+        """The name of its default run config in ``gpu_envs.runs.presets``."""
+        return self.name
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name that designates it in a run config: its name, aliases and ids (lower
+        case)."""
+        bare_id = self.env_id.split("/", 1)[-1]
+        return tuple(
+            dict.fromkeys((self.name, *self.aliases, bare_id.lower(), self.env_id.lower()))
+        )
+
+
+def load(path: str) -> Any:
+    """The object at ``"module:attribute"``."""
+    module, _, attribute = path.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+_MOUNTAIN_CAR_SCALE = ((-0.3, 0.0), (0.9, 0.02))
+
+GAMES: dict[str, Game] = {
+    game.name: game
+    for game in (
+        Game(
+            name="cartpole",
+            env_id="gpu_envs/CartPole-v1",
+            vector_env="gpu_envs.games.cartpole:CartPoleVectorEnv",
+            single_env="gpu_envs.games.cartpole:CartPoleEnv",
+            max_episode_steps=500,
+            reward_threshold=475.0,
+            solved_threshold=475.0,
+            solved_what="CartPole-v1 reward threshold",
+            render_fps=50.0,
+            parity_rules="gpu_envs.benchmarks.parity:cartpole_env_rules",
+            benchmark="gpu_envs.benchmarks.cartpole",
+            train_benchmark="gpu_envs.benchmarks.train_cartpole",
+        ),
+        Game(
+            name="pendulum",
+            env_id="gpu_envs/Pendulum-v1",
+            vector_env="gpu_envs.games.pendulum:PendulumVectorEnv",
+            single_env="gpu_envs.games.pendulum:PendulumEnv",
+            max_episode_steps=200,
+            solved_threshold=-250.0,
+            solved_what="Pendulum training target",
+            render_fps=30.0,
+            trainer_face="continuous",
+            benchmark="gpu_envs.benchmarks.pendulum",
+            train_benchmark="gpu_envs.benchmarks.train_pendulum",
+        ),
+        Game(
+            name="acrobot",
+            env_id="gpu_envs/Acrobot-v1",
+            vector_env="gpu_envs.games.acrobot:AcrobotVectorEnv",
+            single_env="gpu_envs.games.acrobot:AcrobotEnv",
+            max_episode_steps=500,
+            reward_threshold=-100.0,
+            solved_threshold=-100.0,
+            solved_what="Acrobot-v1 reward threshold",
+            render_fps=15.0,
+            observation_scale=((0.0,) * 6, (1.0, 1.0, 1.0, 1.0, 4 * math.pi, 9 * math.pi)),
+        ),
+        Game(
+            name="mountaincar",
+            env_id="gpu_envs/MountainCar-v0",
+            vector_env="gpu_envs.games.mountain_car:MountainCarVectorEnv",
+            single_env="gpu_envs.games.mountain_car:MountainCarEnv",
+            max_episode_steps=200,
+            reward_threshold=-110.0,
+            solved_threshold=-110.0,
+            solved_what="MountainCar-v0 reward threshold",
+            render_fps=30.0,
+            # the velocity in units of its typical size (the bounds, 0.07, are rarely approached)
+            observation_scale=_MOUNTAIN_CAR_SCALE,
+            potential="gpu_envs.games.mountain_car:mechanical_energy",
+            aliases=("mountain_car",),
+        ),
+        Game(
+            name="mountaincar-continuous",
+            env_id="gpu_envs/MountainCarContinuous-v0",
+            vector_env="gpu_envs.games.mountain_car:MountainCarContinuousVectorEnv",
+            single_env="gpu_envs.games.mountain_car:MountainCarContinuousEnv",
+            max_episode_steps=999,
+            reward_threshold=90.0,
+            solved_threshold=90.0,
+            solved_what="MountainCarContinuous-v0 reward threshold",
+            render_fps=30.0,
+            trainer_face="continuous",
+            observation_scale=_MOUNTAIN_CAR_SCALE,
+            aliases=("mountain_car_continuous",),
+        ),
+        Game(
+            name="tag",
+            env_id="gpu_envs/Tag-v0",
+            # Rows are (game, agent) pairs: gym.make_vec only (one row is not a game, so gym.make
+            # raises an error naming gym.make_vec and gpu_envs.tag_v0.parallel_env).
+            vector_env="gpu_envs.games.tag.gym_vector:TagGymVectorEnv",
+            single_env="gpu_envs.games.tag.gym_vector:single_env_unavailable",
+            max_episode_steps=None,
+            render_fps=25.0,
+            trainer_env="gpu_envs.games.tag.env:TagEnv",
+            trainer_face="tag",
+            aliases=("tag_continuous",),
+            parity_rules="gpu_envs.benchmarks.parity:tag_env_rules",
+            benchmark="gpu_envs.benchmarks.tag",
+        ),
+    )
+}
+
+
+def game(name: str) -> Game:
+    """The game a run config's ``name`` (a game name, alias or env id, any case) designates;
+    ``KeyError`` naming the known names otherwise."""
+    key = name.lower()
+    for record in GAMES.values():
+        if key in record.names:
+            return record
+    known = sorted(n for record in GAMES.values() for n in record.names)
+    raise KeyError(f"unknown game {name!r}; use one of {known}")
+
+
+def single_agent_games() -> list[Game]:
+    """The games a greedy evaluation scores by mean return (all but Tag)."""
+    return [record for record in GAMES.values() if record.trainer_face != "tag"]

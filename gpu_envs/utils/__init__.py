@@ -1,1 +1,0 @@
-"""Tools that work on any gpu-envs env: :mod:`gpu_envs.utils.parity` (backend parity checks)."""

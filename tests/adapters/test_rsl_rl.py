@@ -1,0 +1,143 @@
+"""rsl_rl on our envs (gpu_envs.adapters.rsl_rl): its PPO learns CartPole (next to the same settings
+on gymnasium's CartPole) and Pendulum, the tensors stay on the env's device, time-outs reach
+``extras["time_outs"]`` (bad use: tests/adapters/test_same_step.py)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("rsl_rl")
+
+from rsl_rl.runners import OnPolicyRunner
+from tensordict import TensorDict
+
+from gpu_envs.adapters.rsl_rl import (
+    OneHotCategoricalDistribution,
+    RslRlVecEnv,
+    make_rsl_rl_env,
+)
+from tests.helpers.torch_vec_training import GymnasiumTorch, doc_snippet, first_episode_returns
+
+ONE_HOT = {"class_name": "gpu_envs.adapters.rsl_rl:OneHotCategoricalDistribution"}
+GAUSSIAN = {"class_name": "GaussianDistribution", "init_std": 1.0}
+
+
+def ppo_cfg(distribution: dict, num_steps_per_env: int = 32, **algorithm) -> dict:
+    """The PPO settings of the learning tests (rsl_rl's own defaults but a small tanh MLP)."""
+    mlp = {"class_name": "MLPModel", "hidden_dims": [64, 64], "activation": "tanh"}
+    return {
+        "num_steps_per_env": num_steps_per_env,
+        "save_interval": 10**6,
+        "obs_groups": {"actor": ["policy"], "critic": ["policy"]},
+        "algorithm": {"class_name": "PPO", "learning_rate": 1e-3, "entropy_coef": 0.0, **algorithm},
+        "actor": {**mlp, "distribution_cfg": distribution},
+        "critic": mlp,
+    }
+
+
+def train(env: RslRlVecEnv, cfg: dict, iterations: int):
+    """Train rsl_rl's PPO on ``env``; its deterministic policy as observations -> env actions."""
+    torch.manual_seed(0)
+    runner = OnPolicyRunner(env, cfg, log_dir=None, device=str(env.device))
+    runner.learn(iterations)
+    policy = runner.get_inference_policy()
+    discrete = isinstance(env._core.action_space, gym.spaces.Discrete)
+
+    def act(obs: torch.Tensor) -> torch.Tensor:
+        out = policy(TensorDict({"policy": obs}, batch_size=[obs.shape[0]]))
+        return out.argmax(-1) if discrete else out.clamp(-2.0, 2.0)
+
+    return act
+
+
+# ----------------------------------------------------------------------------- learning
+@pytest.mark.slow
+def test_ppo_learns_cartpole_as_on_gymnasiums(one_thread):
+    """64 envs x 32 steps x 60 iterations (123k steps): evaluation return >= 450 of 500, ours and
+    gymnasium's CartPole with the same settings (the figures in docs/using-with.md)."""
+    returns = {}
+    for name, env in {
+        "gpu_envs": make_rsl_rl_env("gpu_envs/CartPole-v1", num_envs=64, seed=0),
+        "gymnasium": RslRlVecEnv(GymnasiumTorch("CartPole-v1", 64), device="cpu", seed=0),
+    }.items():
+        act = train(env, ppo_cfg(ONE_HOT), iterations=60)
+        returns[name] = first_episode_returns(act).mean().item()
+    print("rsl_rl CartPole evaluation returns:", returns)
+    assert returns["gpu_envs"] >= 450, returns
+    assert returns["gpu_envs"] >= returns["gymnasium"] - 25, returns
+
+
+@pytest.mark.slow
+def test_ppo_learns_pendulum(one_thread):
+    """Continuous actions: 256 envs x 32 steps x 80 iterations (655k steps), return >= -400."""
+    env = make_rsl_rl_env("gpu_envs/Pendulum-v1", num_envs=256, seed=0)
+    act = train(env, ppo_cfg(GAUSSIAN, gamma=0.95, lam=0.9), iterations=80)
+    returns = first_episode_returns(act, "gpu_envs/Pendulum-v1").mean().item()
+    print("rsl_rl Pendulum evaluation return:", returns)
+    assert returns >= -400
+
+
+def test_docs_snippet_runs():
+    exec(compile(doc_snippet("rsl_rl"), "using-with.md: rsl_rl", "exec"), {"__name__": "__doc__"})
+
+
+# ----------------------------------------------------------------------------- the interface
+def test_tensors_stay_on_the_env_device_and_time_outs_are_handed_over():
+    env = make_rsl_rl_env("gpu_envs/CartPole-v1", num_envs=4, seed=0, max_episode_steps=5)
+    obs = env.get_observations()
+    assert obs["policy"].device == env.device and obs.batch_size == torch.Size([4])
+    assert env.num_actions == 2 and env.max_episode_length == 5
+    for _ in range(5):
+        obs, rewards, dones, extras = env.step(torch.eye(2)[torch.zeros(4, dtype=torch.long)])
+        for tensor in (obs["policy"], rewards, dones, extras["time_outs"]):
+            assert tensor.device == env.device
+        assert rewards.shape == dones.shape == (4,) and rewards.dtype == torch.float32
+    # always pushing left: the poles fall after ~9 steps, so step 5 is a time-out for every env
+    assert dones.all() and extras["time_outs"].all()
+    assert (env.episode_length_buf == 0).all()
+    assert not torch.equal(extras["final_observations"]["policy"], obs["policy"])
+
+
+def test_one_hot_categorical_distribution_matches_torch_categorical():
+    dist = OneHotCategoricalDistribution(3)
+    logits = torch.randn(5, 3)
+    dist.update(logits)
+    sample = dist.sample()
+    reference = torch.distributions.Categorical(logits=logits)
+    assert torch.allclose(dist.log_prob(sample), reference.log_prob(sample.argmax(-1)))
+    assert torch.allclose(dist.entropy, reference.entropy())
+    other = torch.randn(5, 3)
+    expected = torch.distributions.kl_divergence(
+        reference, torch.distributions.Categorical(logits=other)
+    )
+    assert torch.allclose(dist.kl_divergence((logits,), (other,)), expected, atol=1e-6)
+    assert torch.equal(dist.deterministic_output(logits).argmax(-1), logits.argmax(-1))
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 2**32),
+    horizon=st.integers(1, 12),
+    pushes=st.lists(st.integers(0, 1), min_size=1, max_size=30),
+)
+def test_dones_and_time_outs_follow_the_env(seed, horizon, pushes):
+    """Property: dones = terminated | truncated, time_outs = truncated & ~terminated, and the final
+    observations are the env's SAME_STEP ``final_obs`` where an episode ended."""
+    reference = gym.make_vec(
+        "gpu_envs/CartPole-v1", num_envs=3, autoreset_mode="same_step", max_episode_steps=horizon
+    )
+    reference.reset(seed=seed)
+    env = make_rsl_rl_env("gpu_envs/CartPole-v1", num_envs=3, seed=seed, max_episode_steps=horizon)
+    for push in pushes:
+        action = torch.full((3,), push)
+        obs, _, terminated, truncated, info = reference.step(action)
+        got, _, dones, extras = env.step(torch.eye(2)[action])
+        assert torch.equal(got["policy"], obs)
+        assert torch.equal(dones, terminated | truncated)
+        assert torch.equal(extras["time_outs"], truncated & ~terminated)
+        final = extras["final_observations"]["policy"]
+        assert torch.equal(final[info["_final_obs"]], info["final_obs"][info["_final_obs"]])

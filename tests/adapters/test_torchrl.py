@@ -1,0 +1,252 @@
+"""TorchRL envs: check_env_specs, partial resets through "_reset", the transitions TorchRL collects
+compared with our SAME_STEP vector envs stepping the same actions from the same seeds, and the
+generic KernelTorchRLEnv's checks (seed, envs it refuses, Box actions)."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("torchrl")
+
+from gymnasium.vector import AutoresetMode
+from tensordict import TensorDict
+from torchrl.envs.utils import check_env_specs
+
+from gpu_envs.adapters.torchrl import CartPoleTorchRLEnv, KernelTorchRLEnv, TagTorchRLEnv
+from gpu_envs.games.cartpole import CartPoleVectorEnv
+from gpu_envs.games.pendulum import PendulumVectorEnv
+from gpu_envs.games.tag.env import TagEnv
+
+TAG_PARAMS = dict(num_taggers=2, num_runners=3, episode_length=6, tagging_distance=0.2)
+INDEX = dict(
+    categorical_action_encoding=True
+)  # actions as indices (the default is one-hot, as GymEnv)
+
+
+def _collect(env, actions_per_step, seed: int) -> list[tuple[TensorDict, TensorDict]]:
+    """(transition, next root) pairs from TorchRL's ``step_and_maybe_reset`` loop, which resets
+    the finished envs through the ``"_reset"`` mask."""
+    env.set_seed(seed)
+    root = env.reset()
+    pairs = []
+    for actions in actions_per_step:
+        root.update(actions)
+        transition, root = env.step_and_maybe_reset(root)
+        pairs.append((transition.clone(), root.clone()))
+    return pairs
+
+
+# ------------------------------------------------------------------------------------- CartPole
+def test_cartpole_passes_check_env_specs():
+    env = CartPoleTorchRLEnv(4, max_episode_steps=12, **INDEX)
+    check_env_specs(env, seed=0, break_when_any_done="both")
+    assert env.batch_size == torch.Size([4]) and env.device == torch.device("cpu")
+
+
+def test_cartpole_transitions_and_partial_resets_match_same_step_vector_env():
+    n, horizon, steps, seed = 5, 25, 120, 3
+    rng = np.random.default_rng(1)
+    actions = [torch.from_numpy(rng.integers(0, 2, n)) for _ in range(steps)]
+    pairs = _collect(
+        CartPoleTorchRLEnv(n, max_episode_steps=horizon, **INDEX),
+        [TensorDict({"action": a}, batch_size=[n]) for a in actions],
+        seed,
+    )
+
+    reference = CartPoleVectorEnv(
+        n, autoreset_mode=AutoresetMode.SAME_STEP, max_episode_steps=horizon
+    )
+    reference.reset(seed=seed)
+    partial_resets = 0
+    for a, (transition, root) in zip(actions, pairs):
+        obs, rewards, terminated, truncated, info = reference.step(a)
+        done = terminated | truncated
+        assert torch.equal(transition["next", "reward"].squeeze(-1), rewards)
+        assert torch.equal(transition["next", "terminated"].squeeze(-1), terminated)
+        assert torch.equal(transition["next", "truncated"].squeeze(-1), truncated)
+        assert torch.equal(transition["next", "done"].squeeze(-1), done)
+        final = torch.where(info["_final_obs"][:, None], info["final_obs"], obs)
+        assert torch.equal(transition["next", "observation"], final)
+        assert torch.equal(root["observation"], obs)  # finished envs were reset, the others kept
+        assert not root["done"].any()
+        partial_resets += int(0 < done.sum() < n)
+    assert partial_resets >= 5
+
+
+def test_cartpole_reset_mask_resets_only_the_masked_envs():
+    env = CartPoleTorchRLEnv(3, **INDEX)
+    td = env.reset()
+    for _ in range(4):
+        td = env.rand_step(td)["next"].exclude("reward")
+    before = td["observation"].clone()
+    td["_reset"] = torch.tensor([[False], [True], [False]])
+    after = env.reset(td)
+    assert torch.equal(after["observation"][[0, 2]], before[[0, 2]])
+    assert not torch.equal(after["observation"][1], before[1])
+    assert after["observation"][1].abs().max() <= 0.05  # a start state
+    assert env.batched_env._tensors.elapsed.tolist() == [4, 0, 4]
+
+
+def test_cartpole_device_is_fixed_and_bad_actions_raise():
+    env = CartPoleTorchRLEnv(2, **INDEX)
+    assert env.to("cpu") is env
+    with pytest.raises(ValueError, match="lives on cpu"):
+        env.to("cuda")
+    td = env.reset()
+    td["action"] = torch.tensor([0, 2])
+    with pytest.raises(ValueError, match="out of range"):
+        env.step(td)
+
+
+# ------------------------------------------------------------------------------------- Tag
+def test_tag_passes_check_env_specs_with_groups_after_the_batch_dimension():
+    env = TagTorchRLEnv(3, **TAG_PARAMS, **INDEX)
+    check_env_specs(env, seed=0, break_when_any_done="both")
+    obs_dim = env.batched_env.obs_dim
+    assert env.group_map == {
+        "tagger": ["tagger_0", "tagger_1"],
+        "runner": ["runner_0", "runner_1", "runner_2"],
+    }
+    assert env.observation_spec["runner", "observation"].shape == (3, 3, obs_dim)
+    assert env.action_spec["tagger", "action"].shape == (3, 2, 2)
+    assert env.reward_spec["runner", "reward"].shape == (3, 3, 1)
+    assert env.full_done_spec["done"].shape == (3, 1)
+
+
+def test_tag_transitions_and_partial_resets_match_same_step_tag_env():
+    games, steps, seed = 3, 20, 5
+    env = TagTorchRLEnv(games, **TAG_PARAMS, **INDEX)
+    nvec = torch.tensor(env.batched_env.action_nvec)
+    gen = torch.Generator().manual_seed(0)
+    actions = [(torch.rand(games, 5, 2, generator=gen) * nvec).long() for _ in range(steps)]
+    per_group = [
+        TensorDict(
+            {("tagger", "action"): a[:, :2], ("runner", "action"): a[:, 2:]}, batch_size=[games]
+        )
+        for a in actions
+    ]
+
+    # Stagger the games: one step, then reset game 1 alone, so the games end at different steps.
+    env.set_seed(seed)
+    root = env.reset()
+    root.update(per_group[0])
+    root = env.step_and_maybe_reset(root)[1]
+    root["_reset"] = torch.tensor([[False], [True], [False]])
+    root = env.reset(root)
+    assert env.batched_env.state["t"].tolist() == [1, 0, 1]
+    pairs = []
+    for group_actions in per_group[1:]:
+        root.update(group_actions)
+        transition, root = env.step_and_maybe_reset(root)
+        pairs.append((transition.clone(), root.clone()))
+
+    reference = TagEnv(games, autoreset_mode=AutoresetMode.SAME_STEP, **TAG_PARAMS)
+    reference.reset(seed=seed)
+    reference.step(actions[0])
+    reference.reset(options={"reset_mask": torch.tensor([False, True, False])})
+    partial_resets = 0
+    for a, (transition, root) in zip(actions[1:], pairs):
+        obs, rewards, terminated, truncated, info = reference.step(a)
+        final = torch.where(info["_final_obs"][:, None, None], info["final_obs"], obs)
+        final_active = torch.where(
+            info["_final_obs"][:, None], info["final_active"], info["active"]
+        )
+        assert torch.equal(transition["next", "done"].squeeze(-1), terminated | truncated)
+        assert torch.equal(transition["next", "terminated"].squeeze(-1), terminated)
+        for group, agents in (("tagger", slice(0, 2)), ("runner", slice(2, 5))):
+            assert torch.equal(transition["next", group, "observation"], final[:, agents])
+            assert torch.equal(transition["next", group, "reward"].squeeze(-1), rewards[:, agents])
+            assert torch.equal(transition["next", group, "active"], final_active[:, agents])
+            assert torch.equal(root[group, "observation"], obs[:, agents])
+            assert torch.equal(root[group, "active"], info["active"][:, agents])
+        partial_resets += int(0 < terminated.sum() < games)
+    assert partial_resets >= 2
+
+
+# ------------------------------------------------------------------------------------- action
+# encodings
+def test_default_encoding_is_one_hot_like_gymenv():
+    from torchrl.data import MultiOneHot, OneHot
+    from torchrl.envs import GymEnv
+
+    assert isinstance(GymEnv("CartPole-v1").action_spec, OneHot)  # the convention we follow
+    cartpole, tag = CartPoleTorchRLEnv(4), TagTorchRLEnv(3, **TAG_PARAMS)
+    assert isinstance(cartpole.action_spec, OneHot) and cartpole.action_spec.shape == (4, 2)
+    spec = tag.action_spec["tagger", "action"]
+    assert isinstance(spec, MultiOneHot) and spec.shape == (3, 2, sum(tag.batched_env.action_nvec))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: CartPoleTorchRLEnv(4, max_episode_steps=12), lambda: TagTorchRLEnv(3, **TAG_PARAMS)],
+    ids=["cartpole", "tag"],
+)
+def test_one_hot_envs_pass_check_env_specs_and_roll_out(make):
+    env = make()
+    check_env_specs(env, seed=0, break_when_any_done="both")
+    rollout = env.rollout(20, break_when_any_done=False)
+    assert rollout.batch_size == (env.batch_size[0], 20)
+    assert env.full_action_spec.is_in(rollout[:, -1].select(*env.action_keys))
+
+
+def test_one_hot_and_index_actions_give_the_same_transitions():
+    games, steps = 3, 12
+    one_hot, index = TagTorchRLEnv(games, **TAG_PARAMS), TagTorchRLEnv(games, **TAG_PARAMS, **INDEX)
+    roots = []
+    for env in (one_hot, index):
+        env.set_seed(7)
+        roots.append(env.reset())
+    for _ in range(steps):
+        one_hot_actions = one_hot.full_action_spec.rand()
+        roots[0].update(one_hot_actions)
+        for team in ("tagger", "runner"):
+            spec = one_hot.action_spec[team, "action"]
+            roots[1][team, "action"] = spec.to_categorical(one_hot_actions[team, "action"])
+        transitions = []
+        for i, env in enumerate((one_hot, index)):
+            transition, roots[i] = env.step_and_maybe_reset(roots[i])
+            transitions.append(transition["next"])
+        assert (transitions[0] == transitions[1]).all()
+
+
+# ------------------------------------------------------------------------------------- any engine
+# env
+@pytest.mark.parametrize("seed", [-1, True, "7", 1.5, 2**63 - 1])
+def test_set_seed_checks_the_seed_before_torchrl_uses_it(seed):
+    env = CartPoleTorchRLEnv(2)
+    with pytest.raises(ValueError, match="seed must be an int"):
+        env.set_seed(seed)
+    env.set_seed(2**63 - 2)  # the largest seed whose env seeds (s, s + 1) fit in int64
+    assert env.reset()["observation"].shape == (2, 4)
+
+
+def test_kernel_torchrl_env_refuses_envs_it_cannot_drive():
+    with pytest.raises(ValueError, match="autoreset_mode='disabled'"):
+        KernelTorchRLEnv(PendulumVectorEnv(2))
+    with pytest.raises(ValueError, match="single-agent.*TagTorchRLEnv"):
+        KernelTorchRLEnv(TagEnv(2, autoreset_mode=AutoresetMode.DISABLED, **TAG_PARAMS))
+    with pytest.raises(TypeError, match="engine env"):
+        KernelTorchRLEnv(gym.make_vec("CartPole-v1", num_envs=2))
+
+
+def test_pendulum_box_actions_are_bounded_float32_and_float64_rewards_arrive_as_float32():
+    env = KernelTorchRLEnv(PendulumVectorEnv(3, autoreset_mode="disabled"))
+    assert env.batched_env.dtype == torch.float64
+    assert torch.equal(env.action_spec.space.high, torch.full((3, 1), 2.0))
+    td = env.reset()
+    td["action"] = torch.tensor([[-2.0], [0.0], [2.0]])
+    out = env.step(td)["next"]
+    assert out["reward"].dtype == torch.float32 and out["reward"].shape == (3, 1)
+    td["action"] = torch.tensor([[0.0], [0.0], [2.5]])
+    with pytest.raises(ValueError, match=r"actions\[2, 0\] = 2.5 is out of range"):
+        env.step(td)
+
+
+@pytest.mark.parametrize("action", [[[0, 1], [1, 1]], [[-100, -99], [1, 0]], [[0, 0], [1, 0]]])
+def test_bad_one_hot_actions_raise_unless_validation_is_off(action):
+    checked, unchecked = CartPoleTorchRLEnv(2), CartPoleTorchRLEnv(2, validate_actions=False)
+    with pytest.raises(ValueError, match="action must be one-hot"):
+        checked.step(checked.reset().set("action", torch.tensor(action)))
+    out = unchecked.step(unchecked.reset().set("action", torch.tensor(action)))
+    assert out["next", "observation"].shape == (2, 4)  # decoded by argmax, not checked
