@@ -20,7 +20,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gpu_envs.runs.config import RunConfig
@@ -169,7 +169,14 @@ def _overrides(args: argparse.Namespace, extra: list[str] | None) -> list[str]:
 
 def build_config(args: argparse.Namespace, extra: list[str] | None = None) -> RunConfig:
     """The resolved ``RunConfig`` of parsed ``args`` (+ unparsed ``extra`` overrides)."""
-    from gpu_envs.runs.config import ConfigError, RunConfig, apply_overrides, game_of, load_yaml
+    from gpu_envs.runs.config import (
+        ConfigError,
+        RunConfig,
+        apply_overrides,
+        game_of,
+        load_yaml,
+        set_fields,
+    )
     from gpu_envs.runs.presets import PRESETS, preset
 
     overrides = _overrides(args, extra)
@@ -200,24 +207,24 @@ def build_config(args: argparse.Namespace, extra: list[str] | None = None) -> Ru
         raise ConfigError(
             f"--env-id {args.env_id} does not match the config's game {data.get('name')!r}"
         )
-    flag_overrides = [
-        f"trainer.{name}={getattr(args, name)}"
+    fields: dict[str, Any] = {
+        f"trainer.{name}": getattr(args, name)
         for name in _TRAINER_FLAGS
         if getattr(args, name) is not None
-    ]
+    }
     if args.capture_video:
-        flag_overrides.append("trainer.capture_video=true")
+        fields["trainer.capture_video"] = True
     if args.cuda_graphs is not None:
-        flag_overrides.append(f"trainer.cuda_graphs={str(args.cuda_graphs).lower()}")
+        fields["trainer.cuda_graphs"] = args.cuda_graphs
     if args.device is not None:
-        flag_overrides.append(f"trainer.accelerator={args.device}")
+        fields["trainer.accelerator"] = args.device
     if args.lr is not None:
-        flag_overrides += [f"policy.{tag}.lr={args.lr}" for tag in data.get("policy", {})]
-    steps = RunConfig.from_dict(data).trainer.num_steps  # per env: what --num-envs keeps
-    data = apply_overrides(data, flag_overrides)
+        fields.update({f"policy.{tag}.lr": args.lr for tag in data.get("policy", {})})
     if args.num_steps is not None or args.num_envs is not None:
-        batch = (args.num_steps or steps) * data["trainer"]["num_envs"]
-        data = apply_overrides(data, [f"trainer.train_batch_size={batch}"])
+        given = RunConfig.from_dict(data).trainer
+        steps = args.num_steps or given.num_steps  # per env: what --num-envs keeps
+        fields["trainer.train_batch_size"] = steps * (args.num_envs or given.num_envs)
+    data = set_fields(data, fields)
     return RunConfig.from_dict(apply_overrides(data, overrides))
 
 

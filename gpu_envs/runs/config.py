@@ -507,6 +507,17 @@ def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict:
     return OmegaConf.to_container(config)
 
 
+def set_fields(data: Mapping[str, Any], values: Mapping[str, Any]) -> dict:
+    """``data`` (not changed) with the fields at the dotted paths of ``values`` set to those
+    Python values as they are (a command-line flag's ``int`` stays an ``int``, no text on the
+    way), type-checked by the schema now, ranges by ``from_dict``."""
+    config = _typed(data)
+    for path, value in values.items():
+        with _named_errors():
+            OmegaConf.update(config, path, value, merge=False)
+    return OmegaConf.to_container(config)
+
+
 def load_yaml(path: str | Path) -> dict:
     """The plain data of a YAML run config file."""
     try:

@@ -26,6 +26,7 @@ from gpu_envs.runs.config import (
     apply_overrides,
     dump_yaml,
     load_yaml,
+    set_fields,
 )
 from gpu_envs.runs.presets import PRESETS, preset
 from tests.helpers.seed_run_config import SEED_RUN_CONFIG
@@ -169,6 +170,29 @@ def test_cli_flags_and_overrides(tmp_path):
     args, extra = _args(["cartpole", "--bogus-flag"])
     with pytest.raises(ConfigError, match="--bogus-flag"):
         train_cli.build_config(args, extra)
+
+
+def test_flags_set_typed_fields_without_a_text_round_trip(monkeypatch):
+    from gpu_envs.runs import config as config_module
+
+    seen = []
+    real = config_module.OmegaConf.update
+    monkeypatch.setattr(
+        config_module.OmegaConf,
+        "update",
+        lambda cfg, key, value, **kw: seen.append((key, value)) or real(cfg, key, value, **kw),
+    )
+    args, extra = _args(["cartpole", "--num-envs", "8", "--lr", str(1 / 3), "--no-cuda-graphs"])
+    config = train_cli.build_config(args, extra)
+    values = dict(seen)
+    assert values["trainer.num_envs"] == 8 and type(values["trainer.num_envs"]) is int
+    assert values["policy.agent.lr"] == 1 / 3 and values["trainer.cuda_graphs"] is False
+    assert (
+        config.trainer.train_batch_size
+        == 8 * RunConfig.from_dict(preset("cartpole")).trainer.num_steps
+    )
+    with pytest.raises(ConfigError, match=r"^trainer\.num_envs: must be an int"):
+        set_fields(preset("cartpole"), {"trainer.num_envs": 1.5})
 
 
 def test_resume_flag_before_the_preset():
