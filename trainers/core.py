@@ -24,7 +24,8 @@ same weights, bit for bit on the CPU, as one that was never stopped.
 Distributed (``dist``: a launched Fabric under DDP): every rank runs its own envs (seeds ``seed +
 rank * num_envs + i``) and its own rollout; DDP averages the gradients. The collectives
 (``all_reduce`` of the metrics, the episode count and the evaluation score, ``all_gather`` of the
-per-rank states for checkpoints) happen at iterations every rank reaches; only rank 0 writes.
+per-rank states for checkpoints) happen at iterations every rank reaches; only rank 0 writes. A
+checkpoint resumes on as many processes as wrote it (``checkpoint.rank_states`` refuses others).
 """
 
 from __future__ import annotations
@@ -310,20 +311,18 @@ class TrainingRun:
         """A new run resets the envs; a resumed one puts back the saved envs, rollout carry-over,
         RNG and sampler states (after the warm-up, which draws from them)."""
         tc, state = self.config.trainer, self._resume_state
-        saved = None if state is None else state["rng"]
-        if saved is None or len(saved) != self.world_size or "env" not in saved[self.rank]:
-            self.collector.reset(tc.seed + self.rank * tc.num_envs)
-            if state is not None and self.rank == 0:
-                self.say(
-                    "The checkpoint holds no env state for this number of processes: the envs "
-                    "start new episodes (the run continues, not bit for bit)"
-                )
         if state is None:
+            self.collector.reset(tc.seed + self.rank * tc.num_envs)
             return
+        mine = state["rng"][self.rank]  # one entry per process, RNG states checked and copied
+        if "env" not in mine:
+            self.collector.reset(tc.seed + self.rank * tc.num_envs)
+            if self.rank == 0:
+                self.say(
+                    "The checkpoint holds no env state: the envs start new episodes (the run "
+                    "continues, not bit for bit)"
+                )
         self.sampler.load_state_dict(state["sampler"])
-        if saved is None or len(saved) != self.world_size:
-            return
-        mine = saved[self.rank]
         torch.set_rng_state(mine["torch"])
         if self.device.type == "cuda" and mine.get("cuda") is not None:
             torch.cuda.set_rng_state(mine["cuda"], self.device)
@@ -481,12 +480,14 @@ class TrainingRun:
         return state
 
     def _gather_rank_states(self) -> list[dict]:
-        """``_rank_state`` of every rank, on the CPU (a collective under DDP)."""
+        """``_rank_state`` of every rank, on the CPU (a collective under DDP). Each rank's tensors
+        are copies of their own, not slices of the gathered ones: ``torch.set_rng_state`` crashes
+        on a tensor at a storage offset."""
         state = self._rank_state()
         if self.world_size == 1:
             return [_to_cpu(state)]
-        gathered = _to_cpu(_map(self._all_gather_bytes, state))
-        return [_map(lambda v, r=r: v[r], gathered) for r in range(self.world_size)]
+        gathered = _map(self._all_gather_bytes, state)
+        return [_to_cpu(_map(lambda v, r=r: v[r], gathered)) for r in range(self.world_size)]
 
     def _all_gather_bytes(self, tensor: torch.Tensor) -> torch.Tensor:
         """[world_size, *shape]: ``tensor`` of every rank, sent as bytes (any dtype, bool and
@@ -507,6 +508,12 @@ class TrainingRun:
             {g.tag: g.module for g in self.groups},
             {g.tag: self.config.policy[g.tag].model for g in self.groups},
         )
+        # every rank checks every rank's states now, so that all refuse together, before any
+        # collective (a rank that failed alone later would leave the others waiting)
+        generators = {"torch": torch.get_rng_state()}
+        if self.device.type == "cuda":
+            generators["cuda"] = torch.cuda.get_rng_state(self.device)
+        state["rng"] = ckpt.rank_states(state, path, self.world_size, generators)
         for group in self.groups:
             saved = state["policies"][group.tag]
             group.module.load_state_dict(saved["model"])

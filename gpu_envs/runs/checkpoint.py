@@ -8,7 +8,7 @@ A checkpoint is a dict of plain data and tensors::
     policies {<tag>: {model, optimizer}},
     sampler (the action sampler's state),
     rng [per rank: {torch, cuda, env (the envs' buffers), obs, prev_done, episode_returns,
-         episode_lengths}] (what the rank's rollouts continue from),
+         episode_lengths}] (what the rank's rollouts continue from; one entry per process),
     opponents (the frozen-opponent pool's state, or None)
 
 Writing goes to a temporary file in the same folder, fsync, then ``os.replace``: a run killed at any
@@ -16,7 +16,9 @@ moment leaves either the previous checkpoint or the new one (plus, at worst, a l
 file that ``remove_temporary_files`` deletes), never a truncated checkpoint. Weights that are not
 finite are never written. Reading checks every field the trainers use, and resuming checks the
 whole network description (``NETWORK_FIELDS`` of each policy's model config, the observation size
-and the action heads), not only the parameter shapes.
+and the action heads), not only the parameter shapes; ``rank_states`` checks the per-rank states
+a resume puts back (as many as the run has processes, each RNG state of the generator's dtype and
+size).
 """
 
 from __future__ import annotations
@@ -282,6 +284,81 @@ def check_compatible(
                 f"checkpoint {path}: policy '{tag}' has a different network "
                 f"(mismatched parameters {diff}); check policy.{tag}.model.fc_dims"
             )
+
+
+def rank_states(
+    state: dict, path: str | Path, world_size: int, generators: Mapping[str, torch.Tensor]
+) -> list[dict]:
+    """``state["rng"]`` (from ``load_checkpoint``) checked for a resume on ``world_size``
+    processes: each process's entry, with its RNG states copied.
+
+    ``generators`` maps the name of each generator the run restores (``torch``; ``cuda`` on a GPU)
+    to this process's own state of it, which a saved state must match: a 1-D uint8 tensor of the
+    same size. ``torch`` must be saved; the others only where the checkpoint has them.
+
+    Raises ``CheckpointError``, before anything is restored, for a checkpoint of another number of
+    processes (naming both) and for a state of another dtype, shape or size (naming the field,
+    ``rng[1].torch``), which ``torch.set_rng_state`` would either refuse with a bare error or, for
+    a 2-D tensor of the right byte count, accept.
+
+    The copies matter: ``torch.set_rng_state`` crashes the process (a segmentation fault, torch
+    2.13 on the CPU) on a tensor that starts at a storage offset, and checkpoints of multi-process
+    runs written before this check hold each rank's state as a slice of the gathered tensor.
+    """
+    saved = state["rng"]
+    if not isinstance(saved, Sequence) or not all(isinstance(e, Mapping) for e in saved):
+        raise CheckpointError(
+            f"checkpoint {path}: 'rng' is not a list of per-process states; the file is damaged "
+            "or was not written by this version of the gpu-envs trainers"
+        )
+    if len(saved) != world_size:
+        raise CheckpointError(_process_count_message(state, path, len(saved), world_size))
+    copies = []
+    for rank, entry in enumerate(saved):
+        entry = dict(entry)
+        for name, current in generators.items():
+            field = f"rng[{rank}].{name}"
+            if entry.get(name) is None:
+                if name == "torch":
+                    raise CheckpointError(f"checkpoint {path} has no field '{field}'")
+                continue
+            entry[name] = _rng_copy(entry[name], current, field, path)
+        copies.append(entry)
+    return copies
+
+
+def _rng_copy(tensor: Any, current: torch.Tensor, field: str, path: str | Path) -> torch.Tensor:
+    """A fresh contiguous copy of the saved RNG state ``tensor`` (at ``field``), checked against
+    ``current``, the state of the same generator in this process."""
+    expected = f"a 1-D torch.uint8 tensor of {current.numel()} bytes, as this torch's generator"
+    if not isinstance(tensor, torch.Tensor):
+        found = type(tensor).__name__
+    elif tensor.dtype != torch.uint8 or tensor.dim() != 1 or tensor.numel() != current.numel():
+        found = f"a {tuple(tensor.shape)} {tensor.dtype} tensor"
+    else:
+        return tensor.detach().to("cpu").clone(memory_format=torch.contiguous_format)
+    raise CheckpointError(
+        f"checkpoint {path}: the RNG state '{field}' is {found}, expected {expected}; the file "
+        "is damaged or was written by another torch version"
+    )
+
+
+def _process_count_message(state: dict, path: str | Path, saved: int, world_size: int) -> str:
+    trainer = state.get("config", {}).get("trainer", {})
+    launched = ""
+    if isinstance(trainer, Mapping) and {"devices", "num_nodes"} <= set(trainer):
+        launched = (
+            f" (its trainer.devices {trainer['devices']} x trainer.num_nodes "
+            f"{trainer['num_nodes']})"
+        )
+    return (
+        f"checkpoint {path} was written by a run on {saved} process(es){launched}, this run has "
+        f"{world_size}: each process's envs, rollout and RNG states are saved, and the "
+        "iteration count and learning-rate schedule depend on the number of processes. Resume "
+        f"it on {saved} process(es) (the run's own config, as `--resume RUN` alone reads it, "
+        "launches them), or start a new run from its weights with "
+        f"policy.<tag>.model.model_ckpt_filepath={path}"
+    )
 
 
 def load_model_weights(path: str | Path, tag: str) -> dict:
