@@ -51,7 +51,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``gpu-envs``."""
+    """Entry point of ``gpu-envs``. Ctrl-C before a command handles it (while torch and the
+    kernels load) ends with one line and exit status 130."""
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:
+        print("gpu-envs: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(argv: list[str] | None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "accepts_extra", False):

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers.package_graph import GRAPH, MODULES, ROOT, find_cycles, imports_of
+from tests.helpers.package_graph import GRAPH, ROOT, find_cycles, imports_of
+
 #: Bottom to top; folders on one line are one layer. The package's folders are what is checked.
 LAYERS = (
     ("kernels",),
@@ -22,6 +23,8 @@ LAYERS = (
 )
 #: The modules at the top of ``gpu_envs/`` and the layer each belongs to.
 TOP_MODULES = {"__init__": "games", "tag_v0": "games", "cli": "commands"}
+
+
 def layer_of(name: str) -> int:
     """The index in ``LAYERS`` of module ``name``'s layer (KeyError for an unplaced folder)."""
     parts = name.split(".")

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
 import re
 import types
 import typing
@@ -70,6 +71,10 @@ POSITIVE = Rule(lambda value: value > 0, "> 0")
 NON_NEGATIVE = Rule(lambda value: value >= 0, ">= 0")
 AT_LEAST_ONE = Rule(lambda value: value >= 1, ">= 1")
 UNIT_INTERVAL = Rule(lambda value: 0 <= value <= 1, "in [0, 1]")
+#: The largest ``trainer.reward_shaping`` (its docstring says why).
+MAX_REWARD_SHAPING = 1000.0
+#: Set to 1 to let run configs call OmegaConf resolvers (``${oc.env:VAR}``, ...).
+RESOLVERS_VARIABLE = "GPU_ENVS_CONFIG_RESOLVERS"
 FOLDER_NAME = Rule(
     lambda value: value not in ("", ".", "..") and "/" not in value,
     "a non-empty folder name without '/'",
@@ -161,12 +166,20 @@ class TrainerConfig:
     """Run length in env steps over all ranks; null: use ``num_episodes``."""
     seed: int = ruled(42, NON_NEGATIVE)
     """Base seed; env ``i`` of rank ``r`` gets ``seed + r * num_envs + i``."""
-    reward_shaping: float = ruled(0.0, NON_NEGATIVE)
+    reward_shaping: float = ruled(
+        0.0,
+        Rule(
+            lambda value: 0 <= value <= MAX_REWARD_SHAPING,
+            f"in [0, {MAX_REWARD_SHAPING:g}] (a larger weight drowns the env's reward)",
+        ),
+    )
     """Weight ``k`` of potential-based reward shaping (Ng, Harada & Russell 1999; the optimal policy
     is unchanged): PPO learns from ``r + gamma * k * Phi(s') - k * Phi(s)``, ``Phi`` the game's
     ``potential`` (``gpu_envs.games``), 0 at a terminal ``s'``, nothing on an env's reset step.
     Logged returns and evaluations keep the env's reward. 0: off (the only value for a game
-    without a potential)."""
+    without a potential). At most 1000: the potentials are of order 1, so the shaping term is then
+    already ~1000 times the -1 per step of MountainCar's reward, and far larger weights overflow
+    the value loss."""
     accelerator: str = ruled("auto", one_of("auto", "cpu", "cuda", "gpu"))
     """Fabric's accelerator ("gpu" is "cuda")."""
     devices: int | str = ruled(
@@ -335,6 +348,7 @@ def _typed(data: Mapping[str, Any]) -> DictConfig:
     With ``defaults: warpdrive`` the keys ``data`` leaves out are WarpDrive's first."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"config: must be a mapping, got {type(data).__name__}")
+    _refuse_resolvers(data, "")
     if data.get("defaults") == "warpdrive":
         data = warpdrive_defaults.with_warpdrive_defaults(
             warpdrive_defaults.read_warpdrive_keys(data)
@@ -467,6 +481,29 @@ def _misplaced_section(data: Mapping, hint: Any, path: str) -> tuple[str, Any] |
         if found is not None:
             return found
     return None
+
+
+_RESOLVER = re.compile(r"\$\{\s*[\w.-]+\s*:")
+
+
+def _refuse_resolvers(data: Any, path: str) -> None:
+    """Refuse OmegaConf resolver calls (``${oc.env:TOKEN}`` copies an environment variable into the
+    run's folder names and ``total_config.yaml``) unless ``GPU_ENVS_CONFIG_RESOLVERS=1``;
+    plain references to other fields (``${trainer.seed}``) stay allowed."""
+    if os.environ.get(RESOLVERS_VARIABLE) == "1":
+        return
+    if isinstance(data, Mapping):
+        for key, value in data.items():
+            _refuse_resolvers(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(data, list | tuple):
+        for index, value in enumerate(data):
+            _refuse_resolvers(value, f"{path}[{index}]")
+    elif isinstance(data, str) and _RESOLVER.search(data):
+        raise ConfigError(
+            f"{path}: resolver interpolations such as ${{oc.env:...}} are off in run configs "
+            f"(they copy the environment into the run's files), got {data!r}; set "
+            f"{RESOLVERS_VARIABLE}=1 to allow them"
+        )
 
 
 def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict:

@@ -63,8 +63,6 @@ GRAPH = {
 }
 
 
-
-
 def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """The strongly connected components of more than one module (Tarjan's algorithm)."""
     index: dict[str, int] = {}

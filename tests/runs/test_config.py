@@ -386,3 +386,29 @@ def test_cli_flags_set_fields_and_num_envs_keeps_the_steps_per_env():
     assert config.policy["agent"].lr == 0.001 and config.trainer.accelerator == "cpu"
     args = parser.parse_args(["cartpole", "--num-envs", "10", "--num-steps", "3"])
     assert build_config(args).trainer.train_batch_size == 30
+
+
+def test_resolver_interpolations_are_off_unless_the_user_opts_in(monkeypatch):
+    data = apply_overrides(preset("cartpole"), [])
+    data["saving"]["name"] = "run_${oc.env:HOME}"
+    with pytest.raises(ConfigError, match=r"^saving\.name: resolver interpolations .*RESOLVERS=1"):
+        RunConfig.from_dict(data)
+    data["saving"]["name"] = "run_${trainer.seed}"  # a reference to another field stays allowed
+    assert RunConfig.from_dict(data).saving.name == f"run_{data['trainer']['seed']}"
+    monkeypatch.setenv("GPU_ENVS_CONFIG_RESOLVERS", "1")
+    monkeypatch.setenv("RUN_SUFFIX", "x")
+    data["saving"]["name"] = "run_${oc.env:RUN_SUFFIX}"
+    assert RunConfig.from_dict(data).saving.name == "run_x"
+
+
+@pytest.mark.parametrize("weight", [1e30, 1001, -1.0])
+def test_reward_shaping_is_bounded(weight):
+    with pytest.raises(ConfigError, match=r"^trainer\.reward_shaping: must be in \[0, 1000\]"):
+        RunConfig.from_dict(
+            apply_overrides(preset("mountaincar"), [f"trainer.reward_shaping={weight}"])
+        )
+
+
+def test_the_warpdrive_mode_writes_under_the_working_directory():
+    config = RunConfig.from_dict({"name": "tag", "defaults": "warpdrive", "policy": {"runner": {}}})
+    assert config.saving.basedir == "experiments"
