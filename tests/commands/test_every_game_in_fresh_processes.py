@@ -60,3 +60,15 @@ def test_train_evaluate_render_and_plot_each_in_its_own_process(game, tmp_path):
     curves = tmp_path / "curves.png"
     gpu_envs("plot", folder, "--out", str(curves))
     assert curves.stat().st_size > 0
+
+
+def test_ctrl_c_while_the_command_starts_is_one_line_and_exit_130(monkeypatch, capsys):
+    from gpu_envs import cli
+
+    def interrupted(argv):
+        raise KeyboardInterrupt  # as Ctrl-C while torch and the kernels load
+
+    monkeypatch.setattr(cli, "_run", interrupted)
+    assert cli.main(["train", "cartpole"]) == 130
+    captured = capsys.readouterr()
+    assert captured.err == "gpu-envs: interrupted\n" and captured.out == ""
