@@ -10,13 +10,31 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from collections.abc import Callable
 
 COMMAND_MODULES = ("bench", "device_check", "evaluate", "plot", "render", "train")
 
 
-class DeferredParser(argparse.ArgumentParser):
+_ROLE = re.compile(r":[a-z]+:`(~?)([^`]+)`")
+
+
+def plain_text(text: str) -> str:
+    """Sphinx markup of the docstrings that serve as help texts, as a terminal shows it:
+    ``:func:`~a.b.f` `` -> ``f``, ``:mod:`a.b` `` -> ``a.b``, double backquotes dropped."""
+    text = _ROLE.sub(lambda m: m.group(2).rsplit(".", 1)[-1] if m.group(1) else m.group(2), text)
+    return text.replace("``", "")
+
+
+class PlainHelpParser(argparse.ArgumentParser):
+    """An argument parser whose help is plain text (see :func:`plain_text`)."""
+
+    def format_help(self) -> str:
+        return plain_text(super().format_help())
+
+
+class DeferredParser(PlainHelpParser):
     """A subcommand's parser that runs ``setup(parser)`` (which adds the arguments and may import
     heavy modules) only when that subcommand is parsed."""
 
@@ -33,7 +51,7 @@ class DeferredParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, with every available subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = PlainHelpParser(
         prog="gpu-envs", description="Batched RL environments on Numba kernels."
     )
     subparsers = parser.add_subparsers(

@@ -72,3 +72,11 @@ def test_ctrl_c_while_the_command_starts_is_one_line_and_exit_130(monkeypatch, c
     assert cli.main(["train", "cartpole"]) == 130
     captured = capsys.readouterr()
     assert captured.err == "gpu-envs: interrupted\n" and captured.out == ""
+
+
+@pytest.mark.parametrize(
+    "command", [[], ["train"], ["plot"], ["evaluate"], ["render"], ["bench"], ["device-check"]]
+)
+def test_help_is_plain_text(command):
+    text = gpu_envs(*command, "--help")
+    assert "``" not in text and not re.search(r":[a-z]+:`", text), text
