@@ -3,10 +3,13 @@
 The CUDA simulator runs kernels as Python and checks no types; compiling to PTX catches typing and
 lowering errors. Needs NVRTC/NVVM (the `ptx` extra). Fails loudly if they cannot be found.
 The launch signatures are the types of the arguments a real env hands its driver: a small CPU env
-of each game (and dtype) is built, and its kernel arguments are typed with ``numba.typeof``.
+of each game of the registry (and dtype) is built, and its kernel arguments are typed with
+``numba.typeof``.
 """
 
+import inspect
 import sys
+from collections.abc import Iterator
 from types import SimpleNamespace
 
 import numba
@@ -14,26 +17,27 @@ import numba.cuda.dispatcher as cuda_dispatcher
 import torch
 from numba import config, cuda, types
 
-from gpu_envs.games.acrobot import AcrobotVectorEnv
-from gpu_envs.games.cartpole import CartPoleVectorEnv
-from gpu_envs.games.mountain_car import MountainCarContinuousVectorEnv, MountainCarVectorEnv
-from gpu_envs.games.pendulum import PendulumVectorEnv
-from gpu_envs.games.tag.env import TagEnv
+from gpu_envs.engine.kernel_env import KernelEnv
+from gpu_envs.games import GAMES, load
 from gpu_envs.kernels import cuda as cuda_drivers
 
 COMPUTE_CAPABILITIES = [(8, 0), (9, 0)]
-ENVS = [
-    lambda: CartPoleVectorEnv(4, dtype=torch.float32),
-    lambda: CartPoleVectorEnv(4, dtype=torch.float64),
-    lambda: PendulumVectorEnv(4, dtype=torch.float32),
-    lambda: PendulumVectorEnv(4, dtype=torch.float64),
-    *(
-        lambda game=game, dtype=dtype: game(4, dtype=dtype)
-        for game in (AcrobotVectorEnv, MountainCarVectorEnv, MountainCarContinuousVectorEnv)
-        for dtype in (torch.float32, torch.float64)
-    ),
-    lambda: TagEnv(2, use_full_observation=False, num_other_agents_observed=3),
-]
+NUM_ENVS = 2
+#: Parameters beyond a game's defaults (Tag's partial observation: the kNN kernels too).
+GAME_PARAMS = {"tag": {"use_full_observation": False, "num_other_agents_observed": 3}}
+
+
+def envs() -> Iterator[KernelEnv]:
+    """A small CPU env of every game of ``gpu_envs.games.GAMES`` (the env its trainer builds), in
+    float32 and in float64 where the game takes a ``dtype``."""
+    for name, record in GAMES.items():
+        env_class = load(record.trainer_env or record.vector_env)
+        params = GAME_PARAMS.get(name, {})
+        if "dtype" in inspect.signature(env_class).parameters:
+            for dtype in (torch.float32, torch.float64):
+                yield env_class(NUM_ENVS, dtype=dtype, **params)
+        else:
+            yield env_class(NUM_ENVS, **params)
 
 
 def kernel_signatures(env) -> list[tuple]:
@@ -59,8 +63,7 @@ def main() -> int:
         print("ptx_check: unset NUMBA_ENABLE_CUDASIM, the simulator cannot compile PTX")
         return 2
     compiled = 0
-    for make_env in ENVS:
-        env = make_env()
+    for env in envs():
         for capability in COMPUTE_CAPABILITIES:
             # Device functions are compiled for the "current device"; with no GPU, answer for it.
             cuda_dispatcher.get_current_device = lambda cc=capability: SimpleNamespace(

@@ -87,6 +87,8 @@ class TrainingRun:
         resume: a checkpoint to continue from (``run_control.resolve_resume``'s), or None.
         log_scalars: also receives every scalars point (``metrics, env_step, records``): the
             driver's own loggers (``fabric.log_dict``, Lightning's ``self.log_dict``).
+        folder_lock: the resumed folder's lock, taken already; ``open_folder`` takes a new
+            folder's. Held until the run ends (``finish``, ``fail``).
     """
 
     def __init__(
@@ -100,7 +102,10 @@ class TrainingRun:
         setup: Setup | None = None,
         resume: Path | None = None,
         log_scalars: Callable | None = None,
+        folder_lock: run_control.FolderLock | None = None,
     ):
+        self.folder_lock = folder_lock
+        self.status: str | None = None  # the last status this run wrote
         self.config, self.device = config, device
         tc = config.trainer
         self.dist = dist or OneProcess()
@@ -173,12 +178,18 @@ class TrainingRun:
 
     # ------------------------------------------------------------------------------ start, stop
     def open_folder(self, root: Path | None = None) -> None:
-        """Rank 0 opens the experiment folder: ``root`` (a resumed run's), else a new one."""
+        """Rank 0 opens the experiment folder, locked (``run_control.FolderLock``): ``root`` (a
+        resumed run's), else a new one, after marking the dead runs beside it ``crashed``."""
         if root is None:
             root = experiment_root(self.config)
-            root = fresh_root(root) if self.rank == 0 else root
+            if self.rank == 0:
+                root = fresh_root(root)
+                run_control.mark_crashed_runs(root.parent)
         self.root = root
         if self.rank == 0:
+            if self.folder_lock is None:  # a new folder, or one a checkpoint from elsewhere names
+                root.mkdir(parents=True, exist_ok=True)
+                self.folder_lock = run_control.FolderLock(root)
             self.experiment = Experiment(root, self.config)
 
     def compile_steps(self, backward: Callable) -> None:
@@ -239,7 +250,10 @@ class TrainingRun:
         if self.iteration % saving.metrics_log_freq == 0 or end:
             self._log()
         if self.iteration % saving.model_params_save_freq == 0 or end or overdue:
-            self.save(ckpt.iteration_path(self.experiment.ckpt_dir or ".", self.iteration))
+            path = ckpt.iteration_path(self.experiment.ckpt_dir or ".", self.iteration)
+            self.save(path)
+            if self.rank == 0:
+                ckpt.prune_checkpoints(path.parent, saving.keep_last, path)
         if reached:
             return REACHED
         if last:
@@ -254,6 +268,7 @@ class TrainingRun:
         self._set_status(status, reason=reason)
         if self.rank == 0:
             curves.write_run_curves(self.root)
+        self.release_folder()
         summary = {
             "status": status,
             "reason": reason,
@@ -275,6 +290,19 @@ class TrainingRun:
             )
         return summary
 
+    def fail(self, error: BaseException) -> None:
+        """Record a run that ``error`` ends (``aborted`` for a Ctrl-C, else ``failed``) unless its
+        status says how it ended already, and unlock its folder."""
+        if self.status == "running":
+            status = "aborted" if isinstance(error, KeyboardInterrupt) else "failed"
+            self._set_status(status, reason=f"{type(error).__name__}: {error}".removesuffix(": "))
+        self.release_folder()
+
+    def release_folder(self) -> None:
+        """Unlock the folder: another run may write it now."""
+        if self.folder_lock is not None:
+            self.folder_lock.release()
+
     def discard_if_empty(self) -> None:
         """Delete the folder of a new run that saved no checkpoint (nothing to resume there)."""
         if (
@@ -285,6 +313,7 @@ class TrainingRun:
             shutil.rmtree(self.root, ignore_errors=True)
 
     def _set_status(self, status: str, **details) -> None:
+        self.status = status
         if self.rank == 0:
             run_control.write_status(
                 self.root,
@@ -519,6 +548,8 @@ class TrainingRun:
             group.module.load_state_dict(saved["model"])
             if group.optimizer is not None and saved.get("optimizer") is not None:
                 group.optimizer.load_state_dict(saved["optimizer"])
+                for param_group in group.optimizer.param_groups:  # this run's, not the saved one
+                    param_group["eps"] = group.config.adam_eps
         self.iteration, self.env_step = int(state["iteration"]), int(state["env_step"])
         self.episodes_before = int(state["counters"]["total_episodes"])
         self.clock.previous = float(state["counters"]["train_seconds"])

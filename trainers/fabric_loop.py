@@ -47,27 +47,38 @@ class Trainer(TrainingRun):
     """PPO/A2C for every policy of ``config`` over its game, on ``fabric``.
 
     ``resume``: see ``run_control.resolve_resume``. Metrics go to the experiment folder's loggers
-    (rank 0) and to any logger the caller gave the Fabric.
+    (rank 0) and to any logger the caller gave the Fabric. Rank 0 locks the run folder
+    (``run_control.FolderLock``) until the run ends: a resumed one before any work, so that a
+    second run of the folder is refused at once.
     """
 
     def __init__(self, fabric, config: RunConfig, resume=None):
         self.fabric = fabric
-        resume_path, root = run_control.resolve_resume(config, resume)
-        super().__init__(
-            config,
-            fabric.device,
-            dist=fabric,
-            setup=fabric.setup,
-            resume=resume_path,
-            log_scalars=self._log_to_fabric if fabric.loggers else None,
-        )
-        self.open_folder(root if resume_path is not None else None)
-        if self.rank == 0:
-            print(console.banner(self), flush=True)  # before compiling: a run says what it is
+        writer = fabric.global_rank == 0
+        resume_path, root = run_control.resolve_resume(config, resume, mark_crashed=writer)
+        resumed = resume_path is not None
+        # a resumed folder is locked before any work (one still to create, by ``open_folder``)
+        lock = run_control.FolderLock(root) if resumed and writer and root.is_dir() else None
         try:
-            self.compile_steps(fabric.backward)
-        except KeyboardInterrupt:
-            self.discard_if_empty()
+            super().__init__(
+                config,
+                fabric.device,
+                dist=fabric,
+                setup=fabric.setup,
+                resume=resume_path,
+                log_scalars=self._log_to_fabric if fabric.loggers else None,
+                folder_lock=lock,
+            )
+            self.open_folder(root if resumed else None)
+            if self.rank == 0:
+                print(console.banner(self), flush=True)  # before compiling: a run says what it is
+            try:
+                self.compile_steps(fabric.backward)
+            except KeyboardInterrupt:
+                self.discard_if_empty()
+                raise
+        except BaseException:
+            self.release_folder()
             raise
 
     def _log_to_fabric(self, metrics: dict, step: int, records: list) -> None:
@@ -75,28 +86,36 @@ class Trainer(TrainingRun):
 
     def fit(self) -> dict:
         """Train until ``num_iterations``, until the evaluation reaches ``stop_value``, or until
-        SIGINT/SIGTERM (then save and return; the summary's ``status`` says which)."""
-        self.start()
-        progress = console.Progress(
-            self.num_iterations,
-            self.iteration,
-            self.config.trainer.progress_bar and self.rank == 0,
-            self.config.saving.progress_seconds,
-            self.env_step,
-        )
-        self.say = progress.print if self.rank == 0 else _silent
-        why = None
-        with run_control.StopRequest(self.say) as stop_request:
-            try:
-                while why is None:
-                    why = self.iterate(lambda: stop_request.signal_name is not None)
-                    progress.advance(self.iteration, self.env_step, self.last_returns)
-            finally:
-                progress.close()
-                self.experiment.close()
-        # a stop asked on another rank only: its signal is not known here
-        signal_name = (stop_request.signal_name or "SIGTERM") if why == STOPPED else None
-        return self.finish(why, signal_name)
+        SIGINT/SIGTERM (then save and return; the summary's ``status`` says which). A run that an
+        exception ends (a second Ctrl-C, an error) is marked ``aborted`` or ``failed``."""
+        try:
+            self.start()
+            progress = console.Progress(
+                self.num_iterations,
+                self.iteration,
+                self.config.trainer.progress_bar and self.rank == 0,
+                self.config.saving.progress_seconds,
+                self.env_step,
+            )
+            self.say = progress.print if self.rank == 0 else _silent
+            why = None
+            with run_control.StopRequest(self.say) as stop_request:
+                try:
+                    while why is None:
+                        why = self.iterate(lambda: stop_request.signal_name is not None)
+                        progress.advance(self.iteration, self.env_step, self.last_returns)
+                except BaseException as error:
+                    self.fail(error)  # while the StopRequest holds off another Ctrl-C
+                    raise
+                finally:
+                    progress.close()
+                    self.experiment.close()
+            # a stop asked on another rank only: its signal is not known here
+            signal_name = (stop_request.signal_name or "SIGTERM") if why == STOPPED else None
+            return self.finish(why, signal_name)
+        except BaseException as error:
+            self.fail(error)  # in start() or finish(): nothing once the status says how it ended
+            raise
 
 
 def _silent(text: str) -> None:

@@ -174,9 +174,7 @@ class SB3VecEnv(VecEnv):
         ``step_wait``."""
         space = self.action_space
         if isinstance(space, gym.spaces.Box):
-            self._actions = as_box_action_tensor(
-                actions, self._action_shape, _CPU, space.low, space.high
-            )
+            self._actions = as_box_action_tensor(actions, self._action_shape, _CPU)
         else:
             self._actions = as_action_tensor(actions, self._action_shape, _CPU, self._action_upper)
 

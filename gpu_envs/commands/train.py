@@ -250,7 +250,7 @@ def set_launch_environment(args: argparse.Namespace) -> None:
 def train_from(args: argparse.Namespace, extra: list[str] | None = None) -> dict:
     """Build the config, then train (imports torch and lightning only now): the run's summary.
 
-    A bad config, an unusable checkpoint or a diverging run exits with its message.
+    A bad config, an unusable checkpoint or run folder, or a diverging run exits with its message.
     """
     from gpu_envs.runs.config import ConfigError, to_yaml
 
@@ -262,13 +262,13 @@ def train_from(args: argparse.Namespace, extra: list[str] | None = None) -> dict
         print(to_yaml(config), end="")
         raise SystemExit(0)
     set_launch_environment(args)
-    from gpu_envs.runs.checkpoint import CheckpointError
+    from gpu_envs.runs.checkpoint import CheckpointError, RunFolderError
     from gpu_envs.trainers.fabric_loop import train
     from gpu_envs.trainers.ppo import NonFiniteError
 
     try:
         return train(config, resume=args.resume)
-    except (CheckpointError, NonFiniteError) as error:
+    except (CheckpointError, RunFolderError, NonFiniteError) as error:
         raise SystemExit(f"gpu-envs train: error: {error}") from None
     except KeyboardInterrupt:
         print(

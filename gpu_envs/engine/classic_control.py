@@ -1,13 +1,14 @@
-"""What gymnasium's Acrobot and MountainCar games share as engine envs: a component-major state,
-a uniform start draw bounded by gymnasium's ``low``/``high`` reset options, and gymnasium's own
-renderer.
+"""What gymnasium's classic-control games (CartPole, Pendulum, Acrobot, MountainCar) share as
+engine envs: a component-major state, a uniform start draw bounded by gymnasium's ``low``/``high``
+reset options (a game may read other options), and gymnasium's own renderer.
 
 A game subclasses :class:`ClassicControlVectorEnv` and declares its ``game``, ``logic``,
 ``state_size``, ``default_bounds``, ``default_max_episode_steps`` and ``renderer`` (the import path
 of gymnasium's env class), and defines :meth:`~ClassicControlVectorEnv.make_spaces` and
 :meth:`~ClassicControlVectorEnv.make_consts`; the base ``__init__`` takes the arguments every game
-shares, calls both and builds the env. A game with arguments of its own (MountainCar's
-``goal_velocity``) sets them in its ``__init__`` before calling ``super().__init__``.
+shares, calls both and builds the env. A game with arguments of its own (CartPole's
+``sutton_barto_reward``, Pendulum's ``g``, MountainCar's ``goal_velocity``) sets them in its
+``__init__`` before calling ``super().__init__``.
 """
 
 from __future__ import annotations
@@ -66,12 +67,14 @@ class ClassicControlVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
 
     #: Number of state components (``state`` is [num_envs, state_size]).
     state_size: ClassVar[int]
-    #: gymnasium's default ``(low, high)`` of the start draw.
+    #: gymnasium's default bounds of the start draw (``low, high``; Pendulum's ``x_init, y_init``).
     default_bounds: ClassVar[tuple[float, float]]
     #: ``"module:Class"`` of gymnasium's env, whose renderer draws the frames.
     renderer: ClassVar[str]
+    #: Attributes set on the renderer's env before each frame (e.g. Pendulum's ``last_u=None``).
+    render_attributes: ClassVar[dict[str, Any]] = {}
     #: The truncation horizon of gymnasium's registration (``max_episode_steps``' default).
-    default_max_episode_steps: ClassVar[int]
+    default_max_episode_steps: ClassVar[int | None]
     component_major_buffers = ("state",)
     step_writes_every_output = True
     _consts: np.ndarray
@@ -149,4 +152,6 @@ class ClassicControlVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
         """One frame per env by gymnasium's renderer of the game."""
         from gpu_envs.engine.rendering import gymnasium_frames
 
-        return gymnasium_frames(self.renderer, self.state.double().cpu().numpy())
+        return gymnasium_frames(
+            self.renderer, self.state.double().cpu().numpy(), **self.render_attributes
+        )

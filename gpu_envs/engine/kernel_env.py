@@ -10,7 +10,8 @@ A game subclasses :class:`KernelEnv` and declares only what is its own:
 - :meth:`buffer_layout`: every per-env array the kernels keep (state, outputs, scratch), by name,
   with its shape and NumPy dtype; ``KernelArgs`` starts with them in this order, then ``actions``;
 - :meth:`constants`: NumPy arrays the kernels read (copied to the device once, and again by
-  :meth:`update_constants`), then :meth:`settings`: scalars; ``KernelArgs`` ends with them;
+  :meth:`update_constants`), then :meth:`settings`: scalars, each a mapping keyed by the
+  ``KernelArgs`` names; ``KernelArgs`` ends with them;
 - its spaces (``single_observation_space``, ``single_action_space``) and optionally
   ``render_frames``.
 
@@ -183,14 +184,14 @@ class KernelEnv:
         """
         raise NotImplementedError
 
-    def constants(self) -> tuple[np.ndarray, ...] | Mapping[str, np.ndarray]:
-        """Arrays the kernels read (game constants, reset bounds), after the actions in ``args``:
-        by name (a mapping, checked against ``KernelArgs``) or in order."""
-        return ()
+    def constants(self) -> Mapping[str, np.ndarray]:
+        """Arrays the kernels read (game constants, reset bounds), after the actions in ``args``,
+        by their ``KernelArgs`` names (the engine checks them against ``KernelArgs``)."""
+        return {}
 
-    def settings(self) -> tuple | Mapping[str, Any]:
-        """Scalars the kernels read, last in ``args``, by name (checked against ``KernelArgs``) or
-        in order; must include ``self.autoreset_code`` (named ``autoreset_mode``)."""
+    def settings(self) -> Mapping[str, Any]:
+        """Scalars the kernels read, last in ``args``, by their ``KernelArgs`` names (checked);
+        must include ``self.autoreset_code`` as ``autoreset_mode``."""
         return {"autoreset_mode": self.autoreset_code}
 
     def action_layout(self) -> tuple[tuple[int, ...], torch.dtype]:
@@ -266,27 +267,22 @@ class KernelEnv:
 
     def _check_kernel_args(self) -> None:
         """The logic's ``KernelArgs`` must name the arguments the engine passes, in order: the
-        buffers of :meth:`buffer_layout`, ``actions``, then the constants and settings (by their
-        names where :meth:`constants` / :meth:`settings` give a mapping); each buffer's kernel view
-        must have its declared dtype, each constant be an array and each setting a scalar."""
+        buffers of :meth:`buffer_layout`, ``actions``, then the constants and settings by their
+        names; each buffer's kernel view must have its declared dtype, each constant be an array
+        and each setting a scalar."""
         fields = tuple(type(self).logic.KernelArgs._fields)
-        declared = (
-            *self._layout,
-            "actions",
-            *_argument_names(self.constants()),
-            *_argument_names(self.settings()),
-        )
+        constants = self._named_arguments("constants")
+        declared = (*self._layout, "actions", *constants, *self._named_arguments("settings"))
         mismatched = [
             f"{index}: {field!r} where the env passes {name!r}"
             for index, (field, name) in enumerate(zip(fields, declared))
-            if name is not None and field != name
+            if field != name
         ]
         if mismatched or len(fields) != len(declared):
             raise TypeError(
                 f"{type(self).__name__}.logic.KernelArgs has the fields {fields}; the kernels get "
                 f"{len(declared)} arguments: the buffers of buffer_layout() in order, 'actions', "
-                f"then the constants and settings, named "
-                f"{tuple('?' if name is None else name for name in declared)}"
+                f"then the constants and settings, named {declared}"
                 + (f" (mismatched fields {'; '.join(mismatched)})" if mismatched else "")
             )
         for name, view in zip(self._layout, self._kernel_args):
@@ -296,15 +292,25 @@ class KernelEnv:
                     f"declared {np.dtype(self._layout[name][1])}"
                 )
         arguments = zip(fields[len(self._layout) + 1 :], self._kernel_args[len(self._layout) + 1 :])
-        num_constants = len(_argument_values(self.constants()))
         for index, (field, value) in enumerate(arguments):
-            is_constant = index < num_constants
+            is_constant = index < len(constants)
             if is_constant == isinstance(value, (bool, int, float, np.generic)):
                 kind = "constant (an array)" if is_constant else "setting (a scalar)"
                 raise TypeError(
                     f"{type(self).__name__}: KernelArgs.{field} must be a {kind}, got "
                     f"{type(value).__name__}"
                 )
+
+    def _named_arguments(self, method: str) -> Mapping[str, Any]:
+        """What :meth:`constants` or :meth:`settings` (``method``) returns: a mapping, or a
+        ``TypeError``."""
+        arguments = getattr(self, method)()
+        if not isinstance(arguments, Mapping):
+            raise TypeError(
+                f"{type(self).__name__}.{method}() returned a {type(arguments).__name__}: return "
+                "a mapping keyed by the names of the logic's KernelArgs fields"
+            )
+        return arguments
 
     def _kernel_view(self, name: str):
         view = devices.kernel_view(self._tensors[name])
@@ -348,7 +354,7 @@ class KernelEnv:
 
     def update_constants(self) -> None:
         """Send :meth:`constants` and :meth:`settings` to the kernels (after changing them)."""
-        constants = _argument_values(self.constants())
+        constants = tuple(self._named_arguments("constants").values())
         if self.kernel_target == "cuda":
             from numba import cuda
 
@@ -360,7 +366,7 @@ class KernelEnv:
         self._kernel_args = (
             *self._kernel_args[: self._actions_index + 1],
             *constants,
-            *_argument_values(self.settings()),
+            *self._named_arguments("settings").values(),
         )
         # (args index, shape, dtype) of the outputs each CPU step writes into new arrays
         self._fresh_outputs = (
@@ -692,18 +698,6 @@ _UNPICKLED = frozenset(
 def _same(tensor: torch.Tensor) -> torch.Tensor:
     """An output returned as the env's own buffer (``copy_outputs=False``)."""
     return tensor
-
-
-def _argument_names(arguments: tuple | Mapping[str, Any]) -> tuple[str | None, ...]:
-    """The names of :meth:`KernelEnv.constants` or :meth:`KernelEnv.settings` (None: unnamed)."""
-    if isinstance(arguments, Mapping):
-        return tuple(arguments)
-    return (None,) * len(arguments)
-
-
-def _argument_values(arguments: tuple | Mapping[str, Any]) -> tuple:
-    """The values of :meth:`KernelEnv.constants` or :meth:`KernelEnv.settings`, in order."""
-    return tuple(arguments.values()) if isinstance(arguments, Mapping) else tuple(arguments)
 
 
 def _check_memory(

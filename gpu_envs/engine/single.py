@@ -27,11 +27,17 @@ from gpu_envs.engine.validation import as_reset_mask, per_env_seeds
 
 
 class SingleEnv(gym.Env):
-    """Base of the single-game faces; subclasses set ``vector_class`` and ``metadata``."""
+    """Base of the single-game faces; subclasses set ``vector_class`` (``metadata``'s render modes
+    and fps are its own)."""
 
     #: The batched env of one game: a :class:`KernelEnv` with a ``state`` and the static methods
     #: ``observation_of(state)`` and ``draw_start_state(np_random, options)``.
     vector_class: ClassVar[type[Any]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        rendering = cls.vector_class.metadata
+        cls.metadata = {key: rendering[key] for key in ("render_modes", "render_fps")}
 
     def __init__(self, render_mode: str | None = None, **params: Any):
         self._batch = self.vector_class(

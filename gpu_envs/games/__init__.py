@@ -3,11 +3,12 @@
 Registration (``gpu_envs/__init__.py``: the gymnasium ids), the trainer (its game faces, the config
 names, the default presets), ``gpu-envs evaluate`` / ``render`` / ``bench`` / ``device-check`` and
 ``gpu_envs.benchmarks.parity`` read :data:`GAMES`. Adding a game is its logic module
-(``gpu_envs/kernels/<game>_logic.py``), its env declaration (``gpu_envs/<game>.py``) and one
+(``kernels/<game>_logic.py``), its env declaration (``gpu_envs/games/<game>.py``) and one
 :class:`Game` here (with its tests and docs).
 
 Classes are named by import path (``"module:attribute"``) and imported when used, so importing this
-module (and ``gpu_envs``) imports no env, no numba and no torch.
+module (and ``gpu_envs``) imports no env, no numba and no torch. What the tools need to know without
+importing an env (its episode length, its render fps) is stated here, and the env classes read it.
 """
 
 from __future__ import annotations
@@ -31,15 +32,17 @@ class Game:
     single_env: str
     """``"module:Class"`` of ``gym.make``'s entry point."""
     max_episode_steps: int | None
-    """gymnasium's episode length of the id (None: the env's own)."""
+    """gymnasium's episode length of the id (None: the env's own), stated here only: the vector
+    env's default ``max_episode_steps`` reads it."""
     reward_threshold: float | None = None
     """gymnasium's reward threshold of the id (None: it has none)."""
     solved_threshold: float | None = None
     """The greedy mean return ``gpu-envs evaluate`` compares with and the presets stop at."""
     solved_what: str = ""
     """What :attr:`solved_threshold` is, in words."""
-    render_fps: float = 30.0
-    """Frames per second of ``gpu-envs render``'s animations (gymnasium's ``render_fps``)."""
+    render_fps: int = 30
+    """Frames per second of ``gpu-envs render``'s animations, stated here only: the env classes'
+    ``metadata["render_fps"]`` reads it."""
     trainer_env: str = ""
     """``"module:Class"`` of the env the trainer builds (default: :attr:`vector_env`)."""
     trainer_face: str = "discrete"
@@ -55,8 +58,8 @@ class Game:
     aliases: tuple[str, ...] = ()
     """Other names run configs may give (lower case)."""
     parity_rules: str = ""
-    """``"module:function"`` giving the near-tie rules of ``utils.parity`` for an env of the game
-    (``function(env)``); empty: none known."""
+    """``"module:function"`` giving the near-tie rules of ``benchmarks.parity`` for an env of the
+    game (``function(env)``); empty: none known."""
     benchmark: str = ""
     """Module of ``gpu-envs bench NAME`` (empty: none)."""
     train_benchmark: str = ""
@@ -97,7 +100,7 @@ GAMES: dict[str, Game] = {
             reward_threshold=475.0,
             solved_threshold=475.0,
             solved_what="CartPole-v1 reward threshold",
-            render_fps=50.0,
+            render_fps=50,
             parity_rules="gpu_envs.benchmarks.parity:cartpole_env_rules",
             benchmark="gpu_envs.benchmarks.cartpole",
             train_benchmark="gpu_envs.benchmarks.train_cartpole",
@@ -110,7 +113,7 @@ GAMES: dict[str, Game] = {
             max_episode_steps=200,
             solved_threshold=-250.0,
             solved_what="Pendulum training target",
-            render_fps=30.0,
+            render_fps=30,
             trainer_face="continuous",
             benchmark="gpu_envs.benchmarks.pendulum",
             train_benchmark="gpu_envs.benchmarks.train_pendulum",
@@ -124,7 +127,7 @@ GAMES: dict[str, Game] = {
             reward_threshold=-100.0,
             solved_threshold=-100.0,
             solved_what="Acrobot-v1 reward threshold",
-            render_fps=15.0,
+            render_fps=15,
             observation_scale=((0.0,) * 6, (1.0, 1.0, 1.0, 1.0, 4 * math.pi, 9 * math.pi)),
         ),
         Game(
@@ -136,7 +139,7 @@ GAMES: dict[str, Game] = {
             reward_threshold=-110.0,
             solved_threshold=-110.0,
             solved_what="MountainCar-v0 reward threshold",
-            render_fps=30.0,
+            render_fps=30,
             # the velocity in units of its typical size (the bounds, 0.07, are rarely approached)
             observation_scale=_MOUNTAIN_CAR_SCALE,
             potential="gpu_envs.games.mountain_car:mechanical_energy",
@@ -151,7 +154,7 @@ GAMES: dict[str, Game] = {
             reward_threshold=90.0,
             solved_threshold=90.0,
             solved_what="MountainCarContinuous-v0 reward threshold",
-            render_fps=30.0,
+            render_fps=30,
             trainer_face="continuous",
             observation_scale=_MOUNTAIN_CAR_SCALE,
             aliases=("mountain_car_continuous",),
@@ -164,7 +167,7 @@ GAMES: dict[str, Game] = {
             vector_env="gpu_envs.games.tag.gym_vector:TagGymVectorEnv",
             single_env="gpu_envs.games.tag.gym_vector:single_env_unavailable",
             max_episode_steps=None,
-            render_fps=25.0,
+            render_fps=25,
             trainer_env="gpu_envs.games.tag.env:TagEnv",
             trainer_face="tag",
             aliases=("tag_continuous",),

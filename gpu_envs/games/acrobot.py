@@ -31,22 +31,25 @@ import math
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector import AutoresetMode
+from gymnasium.vector import AutoresetMode, VectorEnv
 
 from gpu_envs.engine.classic_control import ClassicControlVectorEnv, reset_bounds
 from gpu_envs.engine.single import SingleEnv
+from gpu_envs.games import GAMES
 from gpu_envs.kernels import acrobot_logic as logic
 
 _OBS_HIGH = np.array([1.0, 1.0, 1.0, 1.0, 4 * math.pi, 9 * math.pi], dtype=np.float32)
+_GAME = GAMES["acrobot"]
 
 
-class AcrobotVectorEnv(ClassicControlVectorEnv):
+# gymnasium's VectorEnv among the direct bases: skrl's wrap_env detects gymnasium envs by them
+class AcrobotVectorEnv(ClassicControlVectorEnv, VectorEnv):
     """``num_envs`` Acrobot-v1 games stepped together on ``device``; tensors in, tensors out.
 
     Arguments as :class:`~gpu_envs.engine.classic_control.ClassicControlVectorEnv`
-    (``max_episode_steps``
-    500 by default). Actions are an int tensor of shape [num_envs] in {0, 1, 2}. ``state`` is the
-    live [num_envs, 4] state (theta1, theta2, dtheta1, dtheta2), assignable.
+    (``max_episode_steps`` 500 by default). Actions are an int tensor of shape [num_envs] in
+    {0, 1, 2}. ``state`` is the live [num_envs, 4] state (theta1, theta2, dtheta1, dtheta2),
+    assignable.
     """
 
     game = "acrobot"
@@ -54,10 +57,10 @@ class AcrobotVectorEnv(ClassicControlVectorEnv):
     state_size = 4
     default_bounds = (-0.1, 0.1)
     renderer = "gymnasium.envs.classic_control.acrobot:AcrobotEnv"
-    default_max_episode_steps = 500
+    default_max_episode_steps = _GAME.max_episode_steps
     metadata = {
         "render_modes": ["rgb_array"],
-        "render_fps": 15,
+        "render_fps": _GAME.render_fps,
         "autoreset_mode": AutoresetMode.NEXT_STEP,
     }
 
@@ -88,7 +91,6 @@ class AcrobotEnv(SingleEnv):
     ``reset(seed=s)`` starts where gymnasium's does (see :mod:`gpu_envs.engine.single`)."""
 
     vector_class = AcrobotVectorEnv
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 15}
 
     def __init__(self, render_mode: str | None = None):
         super().__init__(render_mode=render_mode)

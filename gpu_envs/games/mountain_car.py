@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 import torch
-from gymnasium.vector import AutoresetMode
+from gymnasium.vector import AutoresetMode, VectorEnv
 
 from gpu_envs.engine.classic_control import (
     GAME_DEFAULT,
@@ -43,15 +43,11 @@ from gpu_envs.engine.classic_control import (
     reset_bounds,
 )
 from gpu_envs.engine.single import SingleEnv
+from gpu_envs.games import GAMES
 from gpu_envs.kernels import mountain_car_logic as logic
 
 _OBS_LOW = np.array([-1.2, -0.07], dtype=np.float32)
 _OBS_HIGH = np.array([0.6, 0.07], dtype=np.float32)
-_METADATA = {
-    "render_modes": ["rgb_array"],
-    "render_fps": 30,
-    "autoreset_mode": AutoresetMode.NEXT_STEP,
-}
 
 
 def mechanical_energy(obs: torch.Tensor) -> torch.Tensor:
@@ -73,14 +69,14 @@ def _check_goal_velocity(goal_velocity) -> float:
     return float(goal_velocity)
 
 
-class MountainCarVectorEnv(ClassicControlVectorEnv):
+# gymnasium's VectorEnv among the direct bases: skrl's wrap_env detects gymnasium envs by them
+class MountainCarVectorEnv(ClassicControlVectorEnv, VectorEnv):
     """``num_envs`` MountainCar-v0 games stepped together on ``device``; tensors in, tensors out.
 
     Arguments as :class:`~gpu_envs.engine.classic_control.ClassicControlVectorEnv`
-    (``max_episode_steps``
-    200 by default), and ``goal_velocity`` (gymnasium's, default 0). Actions are an int tensor of
-    shape [num_envs] in {0, 1, 2}. ``state`` is the live [num_envs, 2] state (position, velocity),
-    assignable.
+    (``max_episode_steps`` 200 by default), and ``goal_velocity`` (gymnasium's, default 0).
+    Actions are an int tensor of shape [num_envs] in {0, 1, 2}. ``state`` is the live
+    [num_envs, 2] state (position, velocity), assignable.
     """
 
     game = "mountain_car"
@@ -89,8 +85,12 @@ class MountainCarVectorEnv(ClassicControlVectorEnv):
     state_size = 2
     default_bounds = (-0.6, -0.4)
     renderer = "gymnasium.envs.classic_control.mountain_car:MountainCarEnv"
-    default_max_episode_steps = 200
-    metadata = _METADATA
+    default_max_episode_steps = GAMES["mountaincar"].max_episode_steps
+    metadata = {
+        "render_modes": ["rgb_array"],
+        "render_fps": GAMES["mountaincar"].render_fps,
+        "autoreset_mode": AutoresetMode.NEXT_STEP,
+    }
 
     def __init__(
         self,
@@ -127,7 +127,8 @@ class MountainCarVectorEnv(ClassicControlVectorEnv):
         return np.array(state, dtype=np.float32)
 
 
-class MountainCarContinuousVectorEnv(MountainCarVectorEnv):
+# gymnasium's VectorEnv among the direct bases: skrl's wrap_env detects gymnasium envs by them
+class MountainCarContinuousVectorEnv(MountainCarVectorEnv, VectorEnv):
     """``num_envs`` MountainCarContinuous-v0 games; as :class:`MountainCarVectorEnv`, with actions
     a float tensor of shape [num_envs, 1] (the force, used as float32) and
     ``max_episode_steps`` 999 by default."""
@@ -136,7 +137,11 @@ class MountainCarContinuousVectorEnv(MountainCarVectorEnv):
     logic = logic.CONTINUOUS
     continuous = True
     renderer = "gymnasium.envs.classic_control.continuous_mountain_car:Continuous_MountainCarEnv"
-    default_max_episode_steps = 999
+    default_max_episode_steps = GAMES["mountaincar-continuous"].max_episode_steps
+    metadata = {
+        **MountainCarVectorEnv.metadata,
+        "render_fps": GAMES["mountaincar-continuous"].render_fps,
+    }
 
     @staticmethod
     def make_action_space() -> gym.Space:
@@ -149,7 +154,6 @@ class MountainCarEnv(SingleEnv):
     :mod:`gpu_envs.engine.single`)."""
 
     vector_class: ClassVar[type[MountainCarVectorEnv]] = MountainCarVectorEnv
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
     #: Whether the vector env refuses out-of-range actions (the continuous game clips them).
     validates_actions: ClassVar[bool] = True
 

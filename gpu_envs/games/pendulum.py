@@ -27,15 +27,15 @@ import torch
 from gymnasium.envs.classic_control.utils import verify_number_and_cast
 from gymnasium.vector import AutoresetMode, VectorEnv
 
-from gpu_envs.engine import devices
-from gpu_envs.engine.kernel_env import ComponentMajorState, KernelEnv, episode_buffers
+from gpu_envs.engine.classic_control import GAME_DEFAULT, ClassicControlVectorEnv, GameDefault
 from gpu_envs.engine.single import SingleEnv
-from gpu_envs.engine.validation import check_max_episode_steps
+from gpu_envs.games import GAMES
 from gpu_envs.kernels import pendulum_logic as logic
 
 _OBS_HIGH = np.array([1.0, 1.0, 8.0], dtype=np.float32)
 _MAX_TORQUE = 2.0
-_DEFAULT_X, _DEFAULT_Y = np.pi, 1.0
+_DEFAULT_BOUNDS = (np.pi, 1.0)
+_GAME = GAMES["pendulum"]
 
 
 def reset_bounds(options: dict[str, Any] | None) -> np.ndarray:
@@ -46,7 +46,7 @@ def reset_bounds(options: dict[str, Any] | None) -> np.ndarray:
     """
     options = options or {}
     bounds = []
-    for key, default in (("x_init", _DEFAULT_X), ("y_init", _DEFAULT_Y)):
+    for key, default in zip(("x_init", "y_init"), _DEFAULT_BOUNDS):
         value = verify_number_and_cast(options.get(key, default))
         if not math.isfinite(value):
             raise ValueError(
@@ -66,7 +66,8 @@ def _check_gravity(g) -> float:
     return float(g)
 
 
-class PendulumVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
+# gymnasium's VectorEnv among the direct bases: skrl's wrap_env detects gymnasium envs by them
+class PendulumVectorEnv(ClassicControlVectorEnv, VectorEnv):
     """``num_envs`` Pendulum-v1 games stepped together on ``device``; tensors in, tensors out.
 
     Args:
@@ -74,7 +75,8 @@ class PendulumVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
         device: "cpu", "cuda", "cuda:N" or "auto" (CUDA when usable, else CPU).
         dtype: state precision, float64 (CPU default, bit-exact with gymnasium) or float32 (CUDA
             default). Observations are float32 either way; rewards have the state's dtype.
-        max_episode_steps: truncation horizon (0 or None: never truncate).
+        max_episode_steps: truncation horizon (0 or None: never truncate); by default
+            gymnasium's registration's.
         g: gravity (gymnasium's default 10.0).
         autoreset_mode: ``AutoresetMode`` NEXT_STEP (default), SAME_STEP or DISABLED.
         render_mode: None or "rgb_array" (``render()`` returns one frame per env).
@@ -88,11 +90,14 @@ class PendulumVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
 
     game = "pendulum"
     logic = logic
-    component_major_buffers = ("state",)
-    step_writes_every_output = True
+    state_size = 2
+    default_bounds = _DEFAULT_BOUNDS
+    renderer = "gymnasium.envs.classic_control.pendulum:PendulumEnv"
+    render_attributes = {"last_u": None}  # (no torque arrow)
+    default_max_episode_steps = _GAME.max_episode_steps
     metadata = {
         "render_modes": ["rgb_array"],
-        "render_fps": 30,
+        "render_fps": _GAME.render_fps,
         "autoreset_mode": AutoresetMode.NEXT_STEP,
     }
 
@@ -101,42 +106,29 @@ class PendulumVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
         num_envs: int = 1,
         device: str | torch.device = "cpu",
         dtype=None,
-        max_episode_steps: int | None = 200,
+        max_episode_steps: int | None | GameDefault = GAME_DEFAULT,
         g: float = 10.0,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         render_mode: str | None = None,
         validate_actions: bool = True,
     ):
+        self.g = _check_gravity(g)
         super().__init__(
             num_envs,
             device,
-            autoreset_mode=autoreset_mode,
-            render_mode=render_mode,
-            validate_actions=validate_actions,
+            dtype,
+            max_episode_steps,
+            autoreset_mode,
+            render_mode,
+            validate_actions,
         )
-        self.dtype = devices.resolve_dtype(dtype, self.device)
-        self.max_episode_steps = check_max_episode_steps(max_episode_steps)
-        self.g = _check_gravity(g)
-        self.single_observation_space = gym.spaces.Box(-_OBS_HIGH, _OBS_HIGH, dtype=np.float32)
-        self.single_action_space = gym.spaces.Box(-_MAX_TORQUE, _MAX_TORQUE, (1,), dtype=np.float32)
-        self._consts = logic.make_consts(self.g, devices.torch_to_numpy_dtype(self.dtype))
-        self._bounds = reset_bounds(None)
-        self._build()
 
-    def buffer_layout(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-        """The state component-major (``state[k, i]``, see ``pendulum_logic``), outputs."""
-        n, real = self.num_envs, devices.torch_to_numpy_dtype(self.dtype)
-        return {
-            "state": ((2, n), real),
-            "elapsed": ((n,), np.dtype(np.int32)),
-            **episode_buffers(n, (3,), real),
-        }
+    def make_spaces(self) -> tuple[gym.Space, gym.Space]:
+        observations = gym.spaces.Box(-_OBS_HIGH, _OBS_HIGH, dtype=np.float32)
+        return observations, gym.spaces.Box(-_MAX_TORQUE, _MAX_TORQUE, (1,), dtype=np.float32)
 
-    def constants(self) -> tuple[np.ndarray, ...]:
-        return self._consts, self._bounds
-
-    def settings(self) -> tuple:
-        return self.max_episode_steps, self.autoreset_code
+    def make_consts(self) -> np.ndarray:
+        return logic.make_consts(self.g, self.real_dtype)
 
     def apply_reset_options(self, options: dict[str, Any]) -> None:
         """``x_init``/``y_init``: the bounds of the symmetric start-state draw (gymnasium's
@@ -168,25 +160,13 @@ class PendulumVectorEnv(ComponentMajorState, KernelEnv, VectorEnv):
         theta, theta_dot = state
         return np.array([np.cos(theta), np.sin(theta), theta_dot], dtype=np.float32)
 
-    def render_frames(self) -> tuple[np.ndarray, ...]:
-        """One 500x500 frame per env by gymnasium's Pendulum renderer (without the torque arrow)."""
-        from gpu_envs.engine.rendering import gymnasium_frames
-
-        return gymnasium_frames(
-            "gymnasium.envs.classic_control.pendulum:PendulumEnv",
-            self.state.double().cpu().numpy(),
-            last_u=None,
-        )
-
 
 class PendulumEnv(SingleEnv):
     """A single Pendulum-v1 game (NumPy in and out), a drop-in for gymnasium's ``PendulumEnv``:
     ``reset(seed=s)`` starts where gymnasium's does (see :mod:`gpu_envs.engine.single`), and torques
-    outside
-    [-2, 2] are clipped as gymnasium clips them."""
+    outside [-2, 2] are clipped as gymnasium clips them."""
 
     vector_class = PendulumVectorEnv
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
 
     def __init__(self, render_mode: str | None = None, g: float = 10.0):
         super().__init__(render_mode=render_mode, g=g, validate_actions=False)

@@ -13,12 +13,14 @@ A checkpoint is a dict of plain data and tensors::
 
 Writing goes to a temporary file in the same folder, fsync, then ``os.replace``: a run killed at any
 moment leaves either the previous checkpoint or the new one (plus, at worst, a leftover temporary
-file that ``remove_temporary_files`` deletes), never a truncated checkpoint. Weights that are not
-finite are never written. Reading checks every field the trainers use, and resuming checks the
-whole network description (``NETWORK_FIELDS`` of each policy's model config, the observation size
-and the action heads), not only the parameter shapes; ``rank_states`` checks the per-rank states
-a resume puts back (as many as the run has processes, each RNG state of the generator's dtype and
-size).
+file that ``remove_temporary_files`` deletes), never a truncated checkpoint; the file gets the mode
+the umask gives any other file (``FILE_MODE``). Weights that are not finite are never written, nor
+read. Reading checks every field the trainers use; a resume first checks that its run config keeps
+``RESUME_FIXED`` (``check_resume_config``), then the whole network description (``NETWORK_FIELDS``
+of each policy's model config, the observation size and the action heads), not only the parameter
+shapes; ``rank_states`` checks the per-rank states a resume puts back (as many as the run has
+processes, each RNG state of the generator's dtype and size). ``prune_checkpoints`` keeps the
+newest ``saving.keep_last`` of a folder's iteration checkpoints.
 """
 
 from __future__ import annotations
@@ -34,11 +36,36 @@ from typing import Any
 
 import torch
 
-from gpu_envs.runs.config import ModelConfig
+from gpu_envs.runs.config import ModelConfig, RunConfig
 
 FORMAT = "gpu_envs.runs.checkpoint/1"
 #: The fields of a policy's ``model`` config that define its network (the rest only initialise it).
 NETWORK_FIELDS = ("type", "fc_dims", "activation")
+#: The run config fields a resume cannot change (``check_resume_config``), each with why; the
+#: policies' tags and ``NETWORK_FIELDS`` too, and the number of processes (``rank_states``).
+RESUME_FIXED = {
+    "name": "the checkpoint holds this game's envs and networks",
+    "env": "the checkpoint holds envs of these parameters, mid-episode",
+    "trainer.num_envs": "the checkpoint holds this many envs per process, mid-episode",
+    "trainer.train_batch_size": "the iteration count and the learning-rate schedule depend on it",
+    "trainer.seed": "the random state comes from the checkpoint: a seed starts a new run only",
+}
+_RESUME_ADVICE = (
+    "resume with the run's own value (`--resume RUN` alone takes the run's config), or start a "
+    "new run from its weights with policy.<tag>.model.model_ckpt_filepath=CHECKPOINT"
+)
+
+
+def _umask_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+#: What the umask makes of a new file's mode (0o644 under umask 022), computed once: the mode of
+#: checkpoint files, which ``tempfile.mkstemp`` would leave 0o600.
+FILE_MODE = _umask_mode()
+
 _ITERATION_FILE = re.compile(r"^iteration_(\d+)\.pth\.tar$")
 _TEMPORARY_FILE = re.compile(r"^\..+\.pth\.tar\..+\.tmp$")  # what save_checkpoint's mkstemp names
 _REQUIRED = (
@@ -61,6 +88,11 @@ _REQUIRED = (
 
 class CheckpointError(RuntimeError):
     """A checkpoint cannot be read or written, or does not fit the run that loads it."""
+
+
+class RunFolderError(RuntimeError):
+    """A run folder cannot be used: another process writes it, or a symlink stands where it goes
+    (``experiment.fresh_root``, ``run_control.FolderLock``)."""
 
 
 def training_state(
@@ -110,10 +142,16 @@ def save_checkpoint(state: dict, path: str | Path) -> None:
     Refuses (``CheckpointError``, nothing written) when a policy's weights hold NaN or inf.
     """
     path = Path(path)
-    _check_finite_weights(state, path)
+    bad = _non_finite_weight(state)
+    if bad is not None:
+        raise CheckpointError(
+            f"refusing to write {path}: {bad} holds NaN or inf (the training diverged); "
+            f"the checkpoints already written keep their finite weights"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(handle, FILE_MODE)
         with os.fdopen(handle, "wb") as file:
             torch.save({"format": FORMAT, **state}, file)
             file.flush()
@@ -124,24 +162,19 @@ def save_checkpoint(state: dict, path: str | Path) -> None:
         raise
 
 
-def _check_finite_weights(state: dict, path: Path) -> None:
+def _non_finite_weight(state: Mapping) -> str | None:
+    """The name (``policies.<tag>.model.<key>``) of the first policy weight of ``state`` that holds
+    NaN or inf, or None."""
     named = [
         (f"policies.{tag}.model.{key}", tensor)
         for tag, saved in state.get("policies", {}).items()
         for key, tensor in saved["model"].items()
-        if tensor.is_floating_point()
+        if isinstance(tensor, torch.Tensor) and tensor.is_floating_point()
     ]
     if not named:
-        return
-    finite = torch.stack(
-        [torch.isfinite(tensor).all() for _, tensor in named]
-    ).cpu()  # one read-back
-    if not finite.all():
-        name = named[int((~finite).nonzero()[0])][0]
-        raise CheckpointError(
-            f"refusing to write {path}: {name} holds NaN or inf (the training diverged); "
-            f"the checkpoints already written keep their finite weights"
-        )
+        return None
+    finite = torch.stack([torch.isfinite(tensor).all() for _, tensor in named]).cpu()  # one read
+    return None if finite.all() else named[int((~finite).nonzero()[0])][0]
 
 
 def remove_temporary_files(folder: str | Path) -> list[Path]:
@@ -212,6 +245,12 @@ def load_checkpoint(path: str | Path) -> dict:
             *(f"config.policy.{tag}.model.{name}" for name in NETWORK_FIELDS),
         ):
             _field(state, dotted, path)
+    bad = _non_finite_weight(state)
+    if bad is not None:
+        raise CheckpointError(
+            f"checkpoint {path}: {bad} holds NaN or inf; its policies cannot play or train (take "
+            "an earlier checkpoint)"
+        )
     return state
 
 
@@ -229,6 +268,18 @@ def iteration_checkpoints(folder: str | Path) -> list[Path]:
     return [p for _, p in sorted(found, reverse=True)]
 
 
+def prune_checkpoints(folder: str | Path, keep_last: int, written: Path) -> list[Path]:
+    """Delete the ``iteration_<N>.pth.tar`` files of ``folder`` beyond the ``keep_last`` largest N
+    (0 deletes none), never ``written``, the checkpoint just saved; returns them.
+    ``ckpt_best.pth.tar`` is no iteration file: it stays."""
+    if not keep_last:
+        return []
+    old = [p for p in iteration_checkpoints(folder)[keep_last:] if p != written]
+    for path in old:
+        path.unlink(missing_ok=True)
+    return old
+
+
 def latest_readable_checkpoint(folder: str | Path) -> Path | None:
     """The newest ``iteration_<N>.pth.tar`` of ``folder`` that ``load_checkpoint`` accepts (None
     if none).
@@ -243,6 +294,38 @@ def latest_readable_checkpoint(folder: str | Path) -> Path | None:
             continue
         return path
     return None
+
+
+def check_resume_config(saved: RunConfig, config: RunConfig, path: str | Path) -> None:
+    """Raise ``CheckpointError`` unless ``config``, the run config resuming the checkpoint at
+    ``path``, keeps ``saved`` (the checkpoint's) in every field of ``RESUME_FIXED``, the policies'
+    tags and their ``NETWORK_FIELDS``; the message names the field and both values. The rest may
+    change: run length, cadences, evaluation, learning hyperparameters (docs/checkpoints.md)."""
+    if set(saved.policy) != set(config.policy):
+        raise CheckpointError(
+            f"checkpoint {path} holds policies {sorted(saved.policy)}, this run has "
+            f"{sorted(config.policy)}; {_RESUME_ADVICE}"
+        )
+    was, now = saved.to_dict(), config.to_dict()
+    was["name"], now["name"] = saved.game, config.game  # an env id names its game
+    networks = {
+        f"policy.{tag}.model.{name}": f"policy '{tag}' has a different network"
+        for tag in config.policy
+        for name in NETWORK_FIELDS
+    }
+    for field, why in {**RESUME_FIXED, **networks}.items():
+        if _at(was, field) != _at(now, field):
+            raise CheckpointError(
+                f"checkpoint {path}: {field} is {_at(was, field)!r} in the checkpoint, "
+                f"{_at(now, field)!r} in this run, and it cannot change on resume ({why}); "
+                f"{_RESUME_ADVICE}"
+            )
+
+
+def _at(data: Mapping, dotted: str) -> Any:
+    for key in dotted.split("."):
+        data = data[key]
+    return data
 
 
 def check_compatible(

@@ -9,7 +9,7 @@ Shape (the original GPU framework's run config, plus PPO and evaluation fields w
     policy:
       <tag>: {to_train, algorithm, gamma, lr, ..., model: {type, fc_dims, model_ckpt_filepath}}
     saving: {metrics_log_freq, scalars_log_freq, console, progress_seconds,
-             model_params_save_freq, checkpoint_minutes, basedir, name, tag}
+             model_params_save_freq, keep_last, checkpoint_minutes, basedir, name, tag}
     evaluation: {eval_freq, num_episodes, seed, stop_value, score_policy}
     opponents: {share, snapshot_freq, pool_size}  # self-play against frozen past policies
 
@@ -228,6 +228,9 @@ class SavingConfig:
     ETA) every this many seconds (a terminal gets a progress bar)."""
     model_params_save_freq: int = ruled(5000, AT_LEAST_ONE)
     """Save a checkpoint every this many iterations (and at the last)."""
+    keep_last: int = ruled(0, NON_NEGATIVE)
+    """Keep the newest this many ``iteration_<N>.pth.tar`` checkpoints, deleting older ones after
+    each save (``ckpt_best.pth.tar`` and the checkpoint just saved always stay); 0 keeps all."""
     checkpoint_minutes: float = ruled(10.0, NON_NEGATIVE)
     """Also save a checkpoint once this many minutes of wall time passed since the last one;
     0: by iterations only."""

@@ -3,7 +3,9 @@
 Layout (``experiments/<game>_<algo>/<yymmdd_HHMMSS>/`` for the presets)::
 
     <basedir>/<name>/<tag>/
-        run_status.json                       (running / interrupted / finished, and why)
+        run_status.json                       (running / interrupted / finished / aborted /
+                                               failed / crashed, and why)
+        run.lock                              (locked by the process writing the folder: its PID)
         curves.png                            (learning curves, written at the end)
         ckpt/ckpt_best.pth.tar, ckpt/iteration_<N>.pth.tar
         log/collector/collector_logger.txt
@@ -23,10 +25,11 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 from datetime import datetime
 from pathlib import Path
 
-from gpu_envs.runs.checkpoint import remove_temporary_files
+from gpu_envs.runs.checkpoint import RunFolderError, remove_temporary_files
 from gpu_envs.runs.config import RunConfig, dump_yaml
 from gpu_envs.runs.metrics import IterationRecord, episode_summary, learner_summary
 
@@ -49,18 +52,35 @@ def fresh_root(root: Path) -> Path:
 
     Each candidate is claimed with an exclusive ``mkdir``, so runs started at the same moment, in
     threads or processes, never share a folder. An existing folder, even an empty one, is taken.
+
+    ``root`` is ``<basedir>/<name>/<tag>``: ``basedir`` may be a symlink (a scratch disk), but a
+    symlink standing for the ``name`` folder or a candidate is refused (``RunFolderError``), not
+    followed: someone else may have planted it to send the run's files elsewhere.
     """
-    root.parent.mkdir(parents=True, exist_ok=True)
+    parent = root.parent
+    parent.parent.mkdir(parents=True, exist_ok=True)
+    _refuse_symlink(parent)
+    parent.mkdir(exist_ok=True)
     stamp = _stamp()
     stamped = root.name if root.name.startswith(stamp) else f"{root.name}_{stamp}"
     names = itertools.chain((root.name, stamped), (f"{stamped}_{n}" for n in itertools.count(1)))
     for name in names:
         try:
-            (root.parent / name).mkdir()
+            (parent / name).mkdir()
         except FileExistsError:
+            _refuse_symlink(parent / name)
             continue
-        return root.parent / name
+        return parent / name
     raise AssertionError("unreachable: the candidate names never run out")
+
+
+def _refuse_symlink(path: Path) -> None:
+    if path.is_symlink():
+        raise RunFolderError(
+            f"{path} is a symbolic link (to {os.readlink(path)}); run folders are not created "
+            "through a link under saving.basedir: remove it, or set saving.basedir to where the "
+            "runs should go"
+        )
 
 
 class TextLog:

@@ -2,9 +2,13 @@
 
 - ``StopRequest``: SIGINT (Ctrl-C) or SIGTERM (a cluster's pre-emption) asks the training loop to
   stop after the current update; the loop then saves a checkpoint and returns. A second SIGINT
-  aborts at once (``KeyboardInterrupt``).
+  aborts at once (``KeyboardInterrupt``); later ones are ignored while the run records that.
 - ``write_status`` / ``read_status``: ``run_status.json`` in the experiment folder says whether the
-  run is ``running``, ``interrupted`` or ``finished`` (and why), written atomically.
+  run is ``running``, ``interrupted``, ``finished``, ``aborted`` (Ctrl-C twice), ``failed`` (an
+  error) or ``crashed`` (its process died unrecorded), and why, written atomically.
+- ``FolderLock``: one writer per run folder (``run.lock``, locked while its run lives);
+  ``mark_if_crashed`` / ``mark_crashed_runs``: a ``running`` status nobody holds the lock of
+  becomes ``crashed``.
 - ``find_resumable(config)``: ``--resume`` without a path: the newest run of the same config
   under ``<basedir>/<name>/`` that is not finished (the most recently active).
 - ``resolve_resume(config, resume)``: what ``--resume`` names: a checkpoint and its folder.
@@ -13,6 +17,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shlex
@@ -30,6 +35,7 @@ from gpu_envs.runs.experiment import experiment_root
 
 STATUS_FILE = "run_status.json"
 CONFIG_FILE = "total_config.yaml"
+LOCK_FILE = "run.lock"
 #: Exit codes of a run stopped by a signal (the shell's 128 + signal number).
 EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}
 
@@ -43,6 +49,7 @@ class StopRequest:
 
     def __init__(self, announce=print):
         self.signal_name: str | None = None
+        self.aborting = False
         self._announce = announce
         self._previous: dict[int, Any] = {}
 
@@ -59,7 +66,10 @@ class StopRequest:
 
     def _handle(self, number: int, frame) -> None:
         name = signal.Signals(number).name
+        if self.aborting:
+            return  # the run is recording its abort in its status: let it
         if self.signal_name is not None and number == signal.SIGINT:
+            self.aborting = True
             raise KeyboardInterrupt  # a second Ctrl-C: stop now, without saving
         self.signal_name = name
         self._announce(
@@ -73,6 +83,7 @@ def write_status(folder: Path, status: str, **details: Any) -> None:
     record = {"status": status, "updated": datetime.now().isoformat(timespec="seconds"), **details}
     handle, tmp = tempfile.mkstemp(prefix=f".{STATUS_FILE}.", suffix=".tmp", dir=folder)
     try:
+        os.fchmod(handle, ckpt.FILE_MODE)
         with os.fdopen(handle, "w", encoding="utf8") as file:
             json.dump(record, file, indent=2)
             file.write("\n")
@@ -89,6 +100,75 @@ def read_status(folder: Path) -> dict:
     except (OSError, ValueError):
         return {"status": "unknown"}
     return record if isinstance(record, dict) and "status" in record else {"status": "unknown"}
+
+
+def _lock(path: Path) -> int | None:
+    """A descriptor of ``path`` (created if missing) holding its exclusive ``flock``; None while
+    another process holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+class FolderLock:
+    """One writer per run folder: ``<folder>/run.lock`` locked (``fcntl.flock``) and holding this
+    process's PID until ``release``. The OS unlocks it when the process ends, however it ends, so a
+    killed run never leaves its folder locked.
+
+    Raises ``checkpoint.RunFolderError`` naming the folder and the holder's PID when another
+    process holds it.
+    """
+
+    def __init__(self, folder: Path):
+        self._fd = _lock(folder / LOCK_FILE)
+        if self._fd is None:
+            holder = (folder / LOCK_FILE).read_text(encoding="utf8").strip() or "?"
+            raise ckpt.RunFolderError(
+                f"{folder} is in use: process {holder} is writing it (it holds {LOCK_FILE}); one "
+                "run writes a folder at a time: wait for that run to end, or stop it"
+            )
+        os.ftruncate(self._fd, 0)
+        os.write(self._fd, f"{os.getpid()}\n".encode())
+
+    def release(self) -> None:
+        """Unlock the folder (at the run's end); once released, nothing."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def mark_if_crashed(folder: Path) -> dict:
+    """``folder``'s status; one that says ``running`` while no process holds the folder's lock is
+    a run that died unrecorded (SIGKILL, out of memory, a power cut): it is rewritten ``crashed``
+    first, under the lock."""
+    record = read_status(folder)
+    if record["status"] != "running":
+        return record
+    fd = _lock(folder / LOCK_FILE)
+    if fd is None:  # the run is alive
+        return record
+    try:
+        record = read_status(folder)  # again, under the lock: the run may have ended since
+        if record["status"] == "running":
+            write_status(
+                folder,
+                "crashed",
+                reason="its process ended without recording why (killed, out of memory, ...)",
+                running_since=record.get("updated"),
+            )
+    finally:
+        os.close(fd)
+    return read_status(folder)
+
+
+def mark_crashed_runs(parent: Path) -> None:
+    """``mark_if_crashed`` for every run folder in ``parent`` (``<basedir>/<name>``)."""
+    for status in parent.glob(f"*/{STATUS_FILE}"):
+        mark_if_crashed(status.parent)
 
 
 def same_config(a: dict, b: dict) -> bool:
@@ -115,13 +195,15 @@ def _updated(folder: Path) -> float:
     return 0.0
 
 
-def find_resumable(config: RunConfig) -> Path:
+def find_resumable(config: RunConfig, mark_crashed: bool = True) -> Path:
     """The most recently active run folder of ``config`` (same config but for ``saving.tag``) under
-    ``<basedir>/<name>/`` that is not finished and holds a readable checkpoint.
+    ``<basedir>/<name>/`` that is not finished and holds a readable checkpoint; with
+    ``mark_crashed``, the statuses of those it looks at go through ``mark_if_crashed``.
 
     Raises ``CheckpointError`` saying what is there instead: a finished run, runs of other
     configs, or nothing.
     """
+    status_of = mark_if_crashed if mark_crashed else read_status
     parent = Path(config.saving.basedir) / config.saving.name
     runs = sorted((p.parent for p in parent.glob(f"*/{CONFIG_FILE}")), key=_updated, reverse=True)
     wanted, finished, other = config.to_dict(), [], 0
@@ -130,7 +212,7 @@ def find_resumable(config: RunConfig) -> Path:
         if saved is None or not same_config(saved, wanted):
             other += 1
             continue
-        if read_status(folder)["status"] == "finished":
+        if status_of(folder)["status"] == "finished":
             finished.append(folder)
             continue
         if ckpt.latest_readable_checkpoint(folder / "ckpt") is not None:
@@ -156,37 +238,51 @@ def resume_command(folder: Path) -> str:
     return f"{prefix} --resume {shlex.quote(str(folder))}"
 
 
-def resolve_resume(config: RunConfig, resume) -> tuple[Path | None, Path]:
+def resolve_resume(
+    config: RunConfig, resume, mark_crashed: bool = True
+) -> tuple[Path | None, Path]:
     """(checkpoint to resume from or None, experiment folder to write into).
 
     ``resume``: None/False (new run), True (the config's own folder when ``saving.tag`` names
     one, else the newest unfinished run of this config: ``find_resumable``), or a
     path to a checkpoint file or an experiment folder. Of a
     folder's checkpoints, the newest readable one is taken; newer damaged ones are skipped with a
-    warning. A finished run of the same config is refused (there is nothing left to train).
+    warning. Refused (``CheckpointError``), before anything changes: a ``config`` that changes what
+    a resume keeps (``checkpoint.check_resume_config``), and a finished run of the same config
+    (there is nothing left to train). ``mark_crashed`` (the process that writes the folder: not
+    the other ranks of a distributed run): the run folder's status goes through
+    ``mark_if_crashed``.
     """
     root = experiment_root(config)
     if not resume:
         return None, root
     if resume is True:
-        path = root if config.saving.tag else find_resumable(config)
+        path = root if config.saving.tag else find_resumable(config, mark_crashed)
     else:
         path = Path(resume)
     if path.is_dir():
         folder = path / "ckpt" if (path / "ckpt").is_dir() else path
         found = ckpt.latest_readable_checkpoint(folder)
         if found is None:
+            if mark_crashed:
+                mark_if_crashed(folder.parent if folder.name == "ckpt" else folder)
             raise ckpt.CheckpointError(
                 f"--resume {path}: no readable iteration_<N>.pth.tar checkpoint there"
             )
         path = found
     root = path.parent.parent if path.parent.name == "ckpt" else root
-    status = read_status(root)
     try:  # through the schema: fields added since the checkpoint take their defaults
-        saved = RunConfig.from_dict(ckpt.load_checkpoint(path)["config"]).to_dict()
+        saved = RunConfig.from_dict(ckpt.load_checkpoint(path)["config"])
     except ConfigError:
-        saved = None
-    if status["status"] == "finished" and same_config(saved or {}, config.to_dict()):
+        saved = None  # a config this version no longer reads: the checks of the restore remain
+    if saved is not None:
+        ckpt.check_resume_config(saved, config, path)
+    status = mark_if_crashed(root) if mark_crashed else read_status(root)
+    if (
+        status["status"] == "finished"
+        and saved is not None
+        and same_config(saved.to_dict(), config.to_dict())
+    ):
         raise ckpt.CheckpointError(
             f"--resume: the run in {root} is finished ({status.get('reason', 'done')} at "
             f"iteration {status.get('iteration', '?')}); there is nothing to resume. Continue "

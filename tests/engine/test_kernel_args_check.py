@@ -1,5 +1,6 @@
 """The engine checks the logic's ``KernelArgs`` against the env's declaration by name and type:
-swapped settings (of the same dtype) or constants, a missing argument, a buffer of another dtype."""
+swapped settings (of the same dtype) or constants, a missing argument, a buffer of another dtype,
+constants or settings given as a tuple (unnamed)."""
 
 import numpy as np
 import pytest
@@ -51,13 +52,26 @@ def test_an_array_where_a_setting_belongs_is_an_error():
         SettingAsConstant(2)
 
 
-def test_the_declared_env_passes_and_unnamed_declarations_are_checked_by_count():
+def test_the_declared_env_passes_and_unnamed_declarations_are_refused():
     env = MountainCarVectorEnv(2)
     assert len(env.kernel_args) == len(env.logic.KernelArgs._fields)
+    assert np.dtype(env.kernel_args[0].dtype) == np.float64
 
-    class Positional(MountainCarVectorEnv):  # a tuple: checked by position and count only
+    class PositionalSettings(MountainCarVectorEnv):
         def settings(self):
             return (self.max_episode_steps, self.autoreset_code)
 
-    Positional(2)
-    assert np.dtype(env.kernel_args[0].dtype) == np.float64
+    class PositionalConstants(MountainCarVectorEnv):
+        def constants(self):
+            return (self._consts, self._bounds)
+
+    for positional, method in (
+        (PositionalSettings, "settings"),
+        (PositionalConstants, "constants"),
+    ):
+        with pytest.raises(
+            TypeError,
+            match=rf"{positional.__name__}\.{method}\(\) returned a tuple: return a mapping keyed "
+            r"by the names of the logic's KernelArgs fields",
+        ):
+            positional(2)

@@ -171,7 +171,6 @@ def test_vector_env_equals_gymnasium_envs_started_in_its_states(game):
         ("Acrobot-v1", torch.tensor([0, 3]), r"actions\[1\]"),
         ("Acrobot-v1", torch.tensor([-1, 0]), r"actions\[0\]"),
         ("MountainCar-v0", torch.tensor([2, 7]), r"actions\[1\]"),
-        ("MountainCarContinuous-v0", torch.tensor([[0.0], [1.5]]), r"actions\[1, 0\]"),
         ("MountainCarContinuous-v0", torch.tensor([[float("nan")], [0.0]]), r"actions\[0, 0\]"),
     ],
 )

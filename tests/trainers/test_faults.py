@@ -19,6 +19,7 @@ import torch
 
 from gpu_envs.commands import train as train_cli
 from gpu_envs.runs import checkpoint as ckpt
+from gpu_envs.runs import run_control
 from gpu_envs.runs.config import ModelConfig, RunConfig, apply_overrides
 from gpu_envs.runs.presets import preset
 from gpu_envs.trainers.policy import ActorCritic
@@ -314,6 +315,9 @@ def test_an_injected_nan_stops_the_run_and_keeps_the_finite_checkpoints(tmp_path
         "iteration_2.pth.tar",
         "iteration_4.pth.tar",
     ]
+    status = run_control.read_status(_ckpt_dir(tmp_path).parent)  # not left "running"
+    assert status["status"] == "failed", status
+    assert status["reason"].startswith("NonFiniteError: training diverged at iteration 5")
 
 
 def test_a_huge_learning_rate_exits_with_an_error(tmp_path):

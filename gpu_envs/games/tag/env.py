@@ -37,6 +37,7 @@ from gymnasium.vector import AutoresetMode
 from gpu_envs.engine import devices
 from gpu_envs.engine.kernel_env import KernelEnv
 from gpu_envs.engine.validation import as_action_tensor, check_action_layout
+from gpu_envs.games import GAMES
 from gpu_envs.games.tag.params import TagParams, check_step_cost, is_int
 from gpu_envs.kernels import tag_logic as logic
 
@@ -86,7 +87,7 @@ class TagEnv(KernelEnv):
     }
     metadata = {
         "render_modes": ["rgb_array"],
-        "render_fps": 25,
+        "render_fps": GAMES["tag"].render_fps,
         "autoreset_mode": AutoresetMode.NEXT_STEP,
     }
 
@@ -132,10 +133,10 @@ class TagEnv(KernelEnv):
         self.single_action_space = gym.spaces.MultiDiscrete(list(self.action_nvec))
         self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (self.obs_dim,), np.float32)
         self._float_consts, self._int_consts = logic.make_consts(p)
-        self._tables = (
-            logic.action_levels(p.min_acceleration, p.max_acceleration, p.num_acceleration_levels),
-            logic.action_levels(p.min_turn, p.max_turn, p.num_turn_levels),
+        self._acc_table = logic.action_levels(
+            p.min_acceleration, p.max_acceleration, p.num_acceleration_levels
         )
+        self._turn_table = logic.action_levels(p.min_turn, p.max_turn, p.num_turn_levels)
         self._start = np.zeros((3, p.num_agents), dtype=np.float32)
         self._start_given = np.zeros(3, dtype=np.bool_)
         for q, values in enumerate(
@@ -182,8 +183,15 @@ class TagEnv(KernelEnv):
             "runners_left": ((e,), i32),
         }
 
-    def constants(self) -> tuple[np.ndarray, ...]:
-        return (*self._tables, self._start, self._start_given, self._float_consts, self._int_consts)
+    def constants(self) -> dict[str, np.ndarray]:
+        return {
+            "acc_table": self._acc_table,
+            "turn_table": self._turn_table,
+            "start_state": self._start,
+            "start_given": self._start_given,
+            "float_consts": self._float_consts,
+            "int_consts": self._int_consts,
+        }
 
     def action_layout(self) -> tuple[tuple[int, ...], torch.dtype]:
         return (self.num_envs, self.num_agents, 2), torch.int64
