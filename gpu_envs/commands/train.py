@@ -17,12 +17,15 @@ prints this file's path.) Cheap to import: the trainer is imported when a run st
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from gpu_envs.runs.config import RunConfig
 
 
@@ -235,6 +238,31 @@ def _run_folder(path: Path) -> Path:
     return path.parent if path.name == "ckpt" else path
 
 
+def joined_launch(config: RunConfig, environ: Mapping[str, str]) -> RunConfig:
+    """``config`` joined to the processes a launcher started (``torchrun``, or SLURM through
+    it: ``WORLD_SIZE`` > 1 with ``LOCAL_WORLD_SIZE``), so that they train one DDP run rather than
+    ``WORLD_SIZE`` copies. A config left at one process takes the launcher's layout (``ddp``);
+    one whose ``devices`` or ``num_nodes`` contradict it is refused, naming both.
+    ``fabric run`` (``LT_CLI_USED``) is joined by the trainer itself."""
+    from gpu_envs.runs.config import ConfigError
+
+    world = int(environ.get("WORLD_SIZE", "1") or "1")
+    if world <= 1 or environ.get("LT_CLI_USED") == "1":
+        return config
+    local = int(environ.get("LOCAL_WORLD_SIZE", world))
+    devices, nodes = local, max(world // local, 1)
+    tc = config.trainer
+    if (tc.devices, tc.num_nodes) not in ((1, 1), (devices, nodes)):
+        raise ConfigError(
+            f"trainer.devices={tc.devices}, trainer.num_nodes={tc.num_nodes}: the launcher "
+            f"started {world} processes ({devices} per node x {nodes} nodes); give "
+            f"--devices {devices} --num-nodes {nodes}, or neither"
+        )
+    strategy = "ddp" if tc.strategy == "auto" else tc.strategy
+    trainer = dataclasses.replace(tc, devices=devices, num_nodes=nodes, strategy=strategy)
+    return dataclasses.replace(config, trainer=trainer)
+
+
 def set_launch_environment(args: argparse.Namespace) -> None:
     """Multi-node rendezvous from the flags (what Fabric's launcher reads)."""
     for flag, variable in (
@@ -261,6 +289,18 @@ def train_from(args: argparse.Namespace, extra: list[str] | None = None) -> dict
     if args.print_config:
         print(to_yaml(config), end="")
         raise SystemExit(0)
+    try:
+        config = joined_launch(config, os.environ)
+    except ConfigError as error:
+        raise SystemExit(f"gpu-envs train: error: {error}") from None
+    if config.trainer.accelerator in ("cuda", "gpu"):
+        from gpu_envs.engine.devices import cuda_available
+
+        if not cuda_available():
+            raise SystemExit(
+                "gpu-envs train: error: --device cuda (trainer.accelerator): no usable CUDA GPU "
+                "here (torch and numba-cuda see none); use --device cpu or auto"
+            )
     set_launch_environment(args)
     from gpu_envs.runs.checkpoint import CheckpointError, RunFolderError
     from gpu_envs.trainers.fabric_loop import train
