@@ -42,6 +42,7 @@ from gpu_envs.engine import devices
 from gpu_envs.engine.validation import (
     AUTORESET_CODES,
     ActionCheck,
+    as_bool,
     as_reset_mask,
     check_all_reset,
     check_positive_int,
@@ -171,7 +172,7 @@ class KernelEnv:
                 f"{render_mode!r}"
             )
         self.render_mode = render_mode
-        self.validate_actions = bool(validate_actions)
+        self.validate_actions = as_bool(validate_actions, "validate_actions")
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
         self._closed = False
 

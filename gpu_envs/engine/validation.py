@@ -9,6 +9,7 @@ check cost one read between them).
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -109,6 +110,26 @@ def _outside(rows: torch.Tensor, low: list, high: list) -> torch.Tensor:
     for k, (lo, hi) in enumerate(zip(low, high)):
         outside[:, k] = ~((rows[:, k] >= lo) & (rows[:, k] <= hi))
     return outside
+
+
+def as_bool(value, name: str) -> bool:
+    """``value`` if it is a bool (Python or NumPy); a TypeError naming ``name`` otherwise (no
+    truthiness: the string "False" is not False)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} must be a bool (True or False), got {value!r}")
+
+
+def as_finite_real(value, name: str) -> float:
+    """``value`` as a float if it is a finite real number (not a bool); a ValueError naming
+    ``name`` otherwise."""
+    if (
+        isinstance(value, (bool, np.bool_))
+        or not isinstance(value, (int, float, np.integer, np.floating))
+        or not math.isfinite(value)
+    ):
+        raise ValueError(f"{name} must be a finite real number, got {value!r}")
+    return float(value)
 
 
 def is_int(value) -> bool:

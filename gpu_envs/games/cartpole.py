@@ -33,6 +33,7 @@ from gpu_envs.engine.classic_control import (
 )
 from gpu_envs.engine.kernel_env import episode_buffers
 from gpu_envs.engine.single import SingleEnv
+from gpu_envs.engine.validation import as_bool
 from gpu_envs.games import GAMES
 from gpu_envs.kernels import cartpole_logic as logic
 
@@ -86,7 +87,7 @@ class CartPoleVectorEnv(ClassicControlVectorEnv, VectorEnv):
         render_mode: str | None = None,
         validate_actions: bool = True,
     ):
-        self.sutton_barto_reward = bool(sutton_barto_reward)
+        self.sutton_barto_reward = as_bool(sutton_barto_reward, "sutton_barto_reward")
         super().__init__(
             num_envs,
             device,

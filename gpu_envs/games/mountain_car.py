@@ -43,6 +43,7 @@ from gpu_envs.engine.classic_control import (
     reset_bounds,
 )
 from gpu_envs.engine.single import SingleEnv
+from gpu_envs.engine.validation import as_finite_real
 from gpu_envs.games import GAMES
 from gpu_envs.kernels import mountain_car_logic as logic
 
@@ -57,16 +58,6 @@ def mechanical_energy(obs: torch.Tensor) -> torch.Tensor:
     jump. MountainCar-v0's potential of ``trainer.reward_shaping`` ([..., 2] -> [...])."""
     position, velocity = obs[..., 0], obs[..., 1]
     return torch.sin(3.0 * position) + velocity * velocity * (1.5 / 0.0025) - math.sin(1.5)
-
-
-def _check_goal_velocity(goal_velocity) -> float:
-    if (
-        isinstance(goal_velocity, bool)
-        or not isinstance(goal_velocity, (int, float, np.integer, np.floating))
-        or not math.isfinite(goal_velocity)
-    ):
-        raise ValueError(f"goal_velocity must be a finite real number, got {goal_velocity!r}")
-    return float(goal_velocity)
 
 
 # gymnasium's VectorEnv among the direct bases: skrl's wrap_env detects gymnasium envs by them
@@ -101,7 +92,7 @@ class MountainCarVectorEnv(ClassicControlVectorEnv, VectorEnv):
         goal_velocity: float = 0.0,
         **kwargs: Any,
     ):
-        self.goal_velocity = _check_goal_velocity(goal_velocity)
+        self.goal_velocity = as_finite_real(goal_velocity, "goal_velocity")
         super().__init__(num_envs, device, dtype, max_episode_steps, **kwargs)
 
     def make_spaces(self) -> tuple[gym.Space, gym.Space]:

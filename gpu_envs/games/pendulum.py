@@ -29,6 +29,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 
 from gpu_envs.engine.classic_control import GAME_DEFAULT, ClassicControlVectorEnv, GameDefault
 from gpu_envs.engine.single import SingleEnv
+from gpu_envs.engine.validation import as_finite_real
 from gpu_envs.games import GAMES
 from gpu_envs.kernels import pendulum_logic as logic
 
@@ -54,16 +55,6 @@ def reset_bounds(options: dict[str, Any] | None) -> np.ndarray:
             )
         bounds.append(value)
     return np.array(bounds, dtype=np.float64)
-
-
-def _check_gravity(g) -> float:
-    if (
-        isinstance(g, bool)
-        or not isinstance(g, (int, float, np.integer, np.floating))
-        or not math.isfinite(g)
-    ):
-        raise ValueError(f"g (gravity) must be a finite real number, got {g!r}")
-    return float(g)
 
 
 # gymnasium's VectorEnv among the direct bases: skrl's wrap_env detects gymnasium envs by them
@@ -112,7 +103,7 @@ class PendulumVectorEnv(ClassicControlVectorEnv, VectorEnv):
         render_mode: str | None = None,
         validate_actions: bool = True,
     ):
-        self.g = _check_gravity(g)
+        self.g = as_finite_real(g, "g (gravity)")
         super().__init__(
             num_envs,
             device,

@@ -381,3 +381,14 @@ def test_partial_observation_works_at_both_grid_length_limits(k):
         others = [j for j in range(n) if j != 3]
         exact = np.sort(((corners[0, others] - 0.5) ** 2 + (corners[1, others] - 0.5) ** 2) / 2)[:k]
         np.testing.assert_allclose(seen, exact, rtol=1e-5)
+
+
+@pytest.mark.parametrize("value", ["False", "true", 0, 1, None, np.array([True])])
+def test_flags_are_bools_not_truthy_values(value):
+    from gpu_envs.games.cartpole import CartPoleVectorEnv
+
+    with pytest.raises(TypeError, match=r"^validate_actions must be a bool"):
+        CartPoleVectorEnv(2, validate_actions=value)
+    with pytest.raises(TypeError, match=r"^sutton_barto_reward must be a bool"):
+        CartPoleVectorEnv(2, sutton_barto_reward=value)
+    assert CartPoleVectorEnv(2, sutton_barto_reward=np.bool_(True)).sutton_barto_reward is True
