@@ -160,7 +160,7 @@ class TagParallelEnv(ParallelEnv):
             if name not in actions:
                 raise ValueError(f"no action for {name}: every agent in `agents` must act")
             action = np.asarray(actions[name])
-            if not self.action_spaces[name].contains(action):
+            if action.dtype.kind not in "iu" or not self.action_spaces[name].contains(action):
                 raise ValueError(
                     f"action of {name} must be 2 integers in {self.action_spaces[name]} "
                     f"(acceleration index, turn index), got {actions[name]!r}"

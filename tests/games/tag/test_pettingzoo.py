@@ -92,6 +92,9 @@ def test_bad_actions_are_rejected_by_name():
         env.step({**everyone, "runner_0": np.array([0, 99])})
     with pytest.raises(ValueError, match="not in the game"):
         env.step({**everyone, "ghost": STILL})
+    for not_integers in (np.array([True, True]), np.array([1.0, 0.0]), [True, False]):
+        with pytest.raises(ValueError, match="runner_0 must be 2 integers"):
+            env.step({**everyone, "runner_0": not_integers})
     env.step(everyone)  # runner_0 leaves
     with pytest.raises(ValueError, match=r"not in the game: \['runner_0'\]"):
         env.step({**{a: STILL for a in env.agents}, "runner_0": STILL})
