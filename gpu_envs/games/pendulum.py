@@ -39,19 +39,23 @@ _DEFAULT_BOUNDS = (np.pi, 1.0)
 _GAME = GAMES["pendulum"]
 
 
-def reset_bounds(options: dict[str, Any] | None) -> np.ndarray:
+def reset_bounds(options: dict[str, Any] | None, dtype=np.float64) -> np.ndarray:
     """``[x_init, y_init]`` from the reset options as gymnasium reads them (defaults pi and 1).
 
-    Each must be a finite number (gymnasium's ``verify_number_and_cast``); the draw is symmetric,
-    uniform in ``[-x_init, x_init] x [-y_init, y_init]``.
+    Each must be a finite number (gymnasium's ``verify_number_and_cast``) whose range
+    ``[-x_init, x_init]`` has a finite width in ``dtype`` (NumPy's ``uniform``, which gymnasium
+    draws with, raises ``OverflowError`` past that); the draw is symmetric, uniform in
+    ``[-x_init, x_init] x [-y_init, y_init]``.
     """
+    limit = float(np.finfo(dtype).max) / 2
     options = options or {}
     bounds = []
     for key, default in zip(("x_init", "y_init"), _DEFAULT_BOUNDS):
         value = verify_number_and_cast(options.get(key, default))
-        if not math.isfinite(value):
+        if not math.isfinite(value) or abs(value) > limit:
             raise ValueError(
-                f"options['{key}'] must be a finite number (the start-state bound), got {value!r}"
+                f"options['{key}'] must be a finite number of at most {limit:.3g} in size (the "
+                f"start-state bound, in {np.dtype(dtype).name}), got {value!r}"
             )
         bounds.append(value)
     return np.array(bounds, dtype=np.float64)
@@ -132,7 +136,7 @@ class PendulumVectorEnv(ClassicControlVectorEnv, VectorEnv):
             raise ValueError(
                 f"unknown reset option(s) {sorted(unknown)}: allowed x_init, y_init, reset_mask"
             )
-        bounds = reset_bounds(options)
+        bounds = reset_bounds(options, self.real_dtype)
         if not np.array_equal(bounds, self._bounds):
             self._bounds = bounds
             self.update_constants()

@@ -288,3 +288,12 @@ def test_sac_learns_pendulum_within_20k_steps():
     mean_return, _ = evaluate_policy(model, gym.make("gpu_envs/Pendulum-v1"), n_eval_episodes=10)
     print(f"SAC on gpu_envs/Pendulum-v1 after 20k steps: mean return {mean_return:.1f}")
     assert mean_return > -300, f"mean return {mean_return}"
+
+
+@pytest.mark.parametrize("dtype, bound", [(torch.float64, 1e308), (torch.float32, 1e39)])
+def test_a_start_bound_whose_range_overflows_is_refused_not_drawn_as_nan(dtype, bound):
+    env = PendulumVectorEnv(4, dtype=dtype)
+    with pytest.raises(ValueError, match=r"options\['x_init'\] must be a finite number of at most"):
+        env.reset(seed=0, options={"x_init": bound})
+    env.reset(seed=0, options={"x_init": 1e30})
+    assert torch.isfinite(env.state).all()
