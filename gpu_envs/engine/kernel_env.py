@@ -425,7 +425,9 @@ class KernelEnv:
         if seed is None and not self._seeded:
             seed = self.default_seed()
         if seed is not None:
-            self.seed_envs(mask, seed)
+            # the first seeding covers every env, so that envs outside a first partial reset
+            # still get their own seeds (not all the same start state)
+            self.seed_envs(mask if self._seeded else torch.ones_like(mask), seed)
         if self._fresh_outputs and self.copy_outputs:  # the caller may hold the last obs: a copy
             self._rebind("obs", self._kernel_args[self._layout_index("obs")].copy())
         with devices.numba_context(self.device):

@@ -107,3 +107,19 @@ def test_buffers_larger_than_free_memory_are_refused_before_allocating(monkeypat
             num_other_agents_observed=10,
         )
     CartPoleVectorEnv(64)  # a few KiB: fits
+
+
+def test_a_first_partial_reset_seeds_every_env():
+    import torch
+
+    from gpu_envs.games.cartpole import CartPoleVectorEnv
+
+    env = CartPoleVectorEnv(6)
+    mask = torch.tensor([True, False, False, False, False, False])
+    env.reset(seed=3, options={"reset_mask": mask})
+    env.reset(options={"reset_mask": ~mask})
+    starts = env.state.T if env.state.shape[0] != 6 else env.state
+    assert len({tuple(row.tolist()) for row in starts}) == 6, "two envs share a start state"
+    full = CartPoleVectorEnv(6)
+    full.reset(seed=3)
+    assert torch.equal(env.state, full.state)
