@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -135,3 +136,41 @@ def fresh_copy(tensor: torch.Tensor) -> torch.Tensor:
     if tensor.device.type == "cpu":
         return torch.from_numpy(tensor.numpy().copy())
     return tensor.clone()
+
+
+_CGROUP_FILES = (
+    ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),  # cgroup v2
+    (
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+        "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+    ),  # cgroup v1
+)
+
+
+def available_cpu_memory() -> int | None:
+    """Bytes this process can still allocate on the host: the least of the kernel's
+    ``MemAvailable`` (free plus reclaimable cache), the room left under this cgroup's memory
+    limit, and the room left under ``ulimit -v``; None when none can be read."""
+    import psutil
+
+    candidates = []
+    with contextlib.suppress(OSError, RuntimeError):
+        candidates.append(psutil.virtual_memory().available)
+    for limit_file, usage_file in _CGROUP_FILES:
+        try:
+            limit = Path(limit_file).read_text().strip()
+            usage = int(Path(usage_file).read_text())
+        except (OSError, ValueError):
+            continue
+        if limit.isdigit() and int(limit) < 2**62:  # "max" or a huge v1 value: no limit
+            candidates.append(max(int(limit) - usage, 0))
+        break
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY:
+            candidates.append(max(soft - psutil.Process().memory_info().vms, 0))
+    except (ImportError, OSError, ValueError):
+        pass
+    return min(candidates) if candidates else None

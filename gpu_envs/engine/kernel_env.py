@@ -26,7 +26,6 @@ reads), validation of actions, fresh output tensors per step (or, with
 from __future__ import annotations
 
 import copy
-import os
 import secrets
 import warnings
 from collections.abc import Callable, Mapping
@@ -706,8 +705,8 @@ def _same(tensor: torch.Tensor) -> torch.Tensor:
 def _check_memory(
     layout: dict[str, tuple[tuple[int, ...], np.dtype]], device: torch.device, name: str
 ) -> None:
-    """Refuse buffers larger than the free memory of ``device`` (a clear error, not the OOM
-    killer)."""
+    """Refuse buffers larger than the memory ``device`` has left (a clear error, not the OOM
+    killer): on the host, ``MemAvailable`` bounded by the cgroup limit and ``ulimit -v``."""
     needed = sum(
         int(np.prod(shape, dtype=np.float64)) * np.dtype(dtype).itemsize
         for shape, dtype in layout.values()
@@ -715,13 +714,8 @@ def _check_memory(
     if device.type == "cuda":
         free = torch.cuda.mem_get_info(device)[0]
     else:
-        try:
-            free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
-        except (
-            ValueError,
-            OSError,
-            AttributeError,
-        ):  # not a POSIX system: let the allocator decide
+        free = devices.available_cpu_memory()
+        if free is None:  # nothing to read: let the allocator decide
             return
     if needed > free:
         raise ValueError(

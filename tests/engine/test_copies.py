@@ -94,10 +94,9 @@ def test_torchrl_step_without_an_action_names_the_entry():
 
 
 def test_buffers_larger_than_free_memory_are_refused_before_allocating(monkeypatch):
-    from gpu_envs.engine import kernel_env as engine
+    from gpu_envs.engine import devices
 
-    free_pages = {"SC_PAGE_SIZE": 4096, "SC_AVPHYS_PAGES": 256}  # 1 MiB free
-    monkeypatch.setattr(engine.os, "sysconf", lambda name: free_pages[name])
+    monkeypatch.setattr(devices, "available_cpu_memory", lambda: 2**20)  # 1 MiB left
     with pytest.raises(ValueError, match=r"GiB of buffers on cpu, but only 0.00 GiB are free"):
         TagEnv(
             64,
@@ -123,3 +122,17 @@ def test_a_first_partial_reset_seeds_every_env():
     full = CartPoleVectorEnv(6)
     full.reset(seed=3)
     assert torch.equal(env.state, full.state)
+
+
+def test_host_memory_left_is_bounded_by_the_cgroup_limit(monkeypatch, tmp_path):
+    from gpu_envs.engine import devices
+
+    limit, usage = tmp_path / "memory.max", tmp_path / "memory.current"
+    limit.write_text(f"{3 * 2**20}\n")
+    usage.write_text(f"{2**20}\n")
+    monkeypatch.setattr(devices, "_CGROUP_FILES", ((str(limit), str(usage)),))
+    assert devices.available_cpu_memory() == 2 * 2**20
+    limit.write_text("max\n")
+    import psutil
+
+    assert devices.available_cpu_memory() <= psutil.virtual_memory().available
