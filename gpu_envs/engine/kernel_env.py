@@ -711,12 +711,13 @@ def _check_memory(
         int(np.prod(shape, dtype=np.float64)) * np.dtype(dtype).itemsize
         for shape, dtype in layout.values()
     )
-    if device.type == "cuda":
-        free = torch.cuda.mem_get_info(device)[0]
-    else:
-        free = devices.available_cpu_memory()
-        if free is None:  # nothing to read: let the allocator decide
-            return
+    free: int | None = (
+        torch.cuda.mem_get_info(device)[0]
+        if device.type == "cuda"
+        else devices.available_cpu_memory()
+    )
+    if free is None:  # nothing to read: let the allocator decide
+        return
     if needed > free:
         raise ValueError(
             f"{name} needs {needed / 2**30:.2f} GiB of buffers on {device}, but only "
