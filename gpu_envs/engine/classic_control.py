@@ -31,9 +31,8 @@ def reset_bounds(
 ) -> tuple[float, float]:
     """gymnasium's ``low``/``high`` reset options, checked as given (a string or NaN is refused)."""
     options = options or {}
-    low, high = maybe_parse_reset_bounds(options, default_low, default_high)
-    check_reset_bounds(options.get("low", low), options.get("high", high))
-    return low, high
+    check_reset_bounds(options.get("low", default_low), options.get("high", default_high))
+    return maybe_parse_reset_bounds(options, default_low, default_high)
 
 
 class GameDefault:

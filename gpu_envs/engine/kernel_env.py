@@ -44,6 +44,7 @@ from gpu_envs.engine.validation import (
     as_bool,
     as_reset_mask,
     check_all_reset,
+    check_options,
     check_positive_int,
     one_read,
     parse_autoreset_mode,
@@ -220,6 +221,14 @@ class KernelEnv:
         ]
         if missing:
             raise TypeError(f"{type(self).__name__}.buffer_layout() lacks the buffers {missing}")
+        unsupported = {
+            n: str(np.dtype(d)) for n, (_, d) in layout.items() if np.dtype(d) not in _TORCH_STORAGE
+        }
+        if unsupported:
+            raise TypeError(
+                f"{type(self).__name__}.buffer_layout(): buffers {unsupported} have dtypes the "
+                f"kernels do not take; use one of {sorted(str(d) for d in _TORCH_STORAGE)}"
+            )
         self._layout = layout
         _check_memory(layout, self.device, type(self).__name__)
         self._tensors = Buffers(
@@ -414,7 +423,7 @@ class KernelEnv:
         game's (:meth:`apply_reset_options`). Returns ``(obs, info)``.
         """
         self._check_open()
-        options = dict(options or {})
+        options = check_options(options)
         mask_option = options.pop("reset_mask", None) if "reset_mask" in options else True
         self.apply_reset_options(options)
         if mask_option is True:
@@ -624,6 +633,11 @@ class KernelEnv:
             )
         for name, tensor in kept.items():
             saved = state[name]
+            if not isinstance(saved, torch.Tensor):
+                raise TypeError(
+                    f"env state: buffer {name!r} must be a torch.Tensor (as buffers_state gives "
+                    f"it), got {type(saved).__name__}; torch.from_numpy converts an array"
+                )
             if saved.shape != tensor.shape or saved.dtype != tensor.dtype:
                 raise ValueError(
                     f"env state: buffer {name!r} is {tuple(saved.shape)} {saved.dtype}, this "

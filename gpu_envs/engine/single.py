@@ -23,7 +23,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from gpu_envs.engine.validation import as_reset_mask, per_env_seeds
+from gpu_envs.engine.validation import as_reset_mask, check_options, per_env_seeds
 
 
 class SingleEnv(gym.Env):
@@ -65,7 +65,7 @@ class SingleEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         if seed is not None:
             per_env_seeds(seed, 1, torch.device("cpu"))  # a clear error for a bad seed
-        options = dict(options or {})
+        options = check_options(options)
         if "reset_mask" in options and not bool(
             as_reset_mask(options.pop("reset_mask"), 1, self._batch.device)[0]
         ):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import NoReturn
@@ -147,9 +147,9 @@ def as_tensor(value, name: str, kind: str) -> torch.Tensor:
     """``value`` as a tensor (zero-copy where possible) with a TypeError or ValueError naming
     ``name``.
 
-    Tensors must be dense and on the CPU or a CUDA device (not ``meta`` or another backend); arrays,
-    lists and scalars must be numeric. ``kind`` describes what is expected (e.g. "an integer
-    array").
+    Tensors must be dense and on the CPU or a CUDA device (not ``meta`` or another backend) and are
+    detached; arrays (of either byte order), lists and scalars must be numeric. ``kind`` describes
+    what is expected (e.g. "an integer array").
     """
     if isinstance(value, torch.Tensor):
         if not (value.is_cpu or value.is_cuda) or value.layout is not torch.strided:
@@ -157,10 +157,12 @@ def as_tensor(value, name: str, kind: str) -> torch.Tensor:
                 f"{name} must be a dense tensor on the CPU or a CUDA device, got a {value.layout} "
                 f"tensor on {value.device}"
             )
-        return value
+        return value.detach() if value.requires_grad else value  # no gradient into the env
     if value is None:
         raise TypeError(f"{name} must be {kind}, got None")
     array = np.asarray(value)
+    if not array.dtype.isnative:  # big-endian data: the same values in the machine's order
+        array = array.astype(array.dtype.newbyteorder("="))
     if not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
         raise TypeError(f"{name} must be {kind}, got {type(value).__name__} of dtype {array.dtype}")
     return torch.from_numpy(np.ascontiguousarray(array))
@@ -429,6 +431,18 @@ def check_max_episode_steps(value, name: str = "max_episode_steps") -> int:
             f"step counter is int32), got {value!r}"
         )
     return int(value)
+
+
+def check_options(options) -> dict:
+    """``options`` of a ``reset`` as a new dict: a mapping or None, else a TypeError."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise TypeError(
+            f"options must be a dict of reset options (or None), got {type(options).__name__} "
+            f"{options!r}"
+        )
+    return dict(options)
 
 
 def check_reset_bounds(low, high) -> tuple[float, float]:

@@ -51,11 +51,14 @@ def reset_bounds(options: dict[str, Any] | None, dtype=np.float64) -> np.ndarray
     options = options or {}
     bounds = []
     for key, default in zip(("x_init", "y_init"), _DEFAULT_BOUNDS):
-        value = verify_number_and_cast(options.get(key, default))
+        try:
+            value = verify_number_and_cast(options.get(key, default))
+        except ValueError:
+            value = math.nan  # refused below, naming the option
         if not math.isfinite(value) or abs(value) > limit:
             raise ValueError(
                 f"options['{key}'] must be a finite number of at most {limit:.3g} in size (the "
-                f"start-state bound, in {np.dtype(dtype).name}), got {value!r}"
+                f"start-state bound, in {np.dtype(dtype).name}), got {options.get(key)!r}"
             )
         bounds.append(value)
     return np.array(bounds, dtype=np.float64)

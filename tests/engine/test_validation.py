@@ -392,3 +392,36 @@ def test_flags_are_bools_not_truthy_values(value):
     with pytest.raises(TypeError, match=r"^sutton_barto_reward must be a bool"):
         CartPoleVectorEnv(2, sutton_barto_reward=value)
     assert CartPoleVectorEnv(2, sutton_barto_reward=np.bool_(True)).sutton_barto_reward is True
+
+
+def test_unclear_inputs_get_messages_that_name_them():
+    from gpu_envs.games.cartpole import CartPoleVectorEnv
+    from gpu_envs.games.pendulum import PendulumVectorEnv
+
+    env = CartPoleVectorEnv(2)
+    env.reset(seed=0)
+    state = env.buffers_state()
+    reference = CartPoleVectorEnv(2)
+    reference.reset(seed=0)
+    big_endian = np.array([0, 1], dtype=">i8")  # the same values in the other byte order
+    assert torch.equal(env.step(big_endian)[0], reference.step(np.array([0, 1]))[0])
+    for options in ("abc", 5, ["low"]):
+        with pytest.raises(TypeError, match=r"^options must be a dict of reset options"):
+            env.reset(options=options)
+    with pytest.raises(ValueError, match=r"^options\['low'\] must be a finite number"):
+        env.reset(options={"low": None})
+    with pytest.raises(TypeError, match=r"buffer 'state' must be a torch.Tensor"):
+        env.load_buffers_state({name: value.numpy() for name, value in state.items()})
+    pendulum = PendulumVectorEnv(2)
+    pendulum.reset(seed=0)
+    with pytest.raises(ValueError, match=r"^options\['x_init'\] must be a finite number"):
+        pendulum.reset(options={"x_init": None})
+    pendulum.step(torch.zeros(2, 1, requires_grad=True))  # a policy's output, gradient and all
+
+    class HalfPrecision(CartPoleVectorEnv):
+        def buffer_layout(self):
+            layout = super().buffer_layout()
+            return {**layout, "state": (layout["state"][0], np.dtype(np.float16))}
+
+    with pytest.raises(TypeError, match=r"buffers \{'state': 'float16'\} have dtypes"):
+        HalfPrecision(2)
