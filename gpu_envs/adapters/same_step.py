@@ -16,7 +16,7 @@ import gymnasium as gym
 import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 
-from gpu_envs.engine.kernel_env import KernelEnv
+from gpu_envs.engine.kernel_env import KernelEnv, require_copied_outputs
 
 
 class TorchVecStep(NamedTuple):
@@ -97,6 +97,7 @@ class SameStepCore:
             raise TypeError(
                 f"the {library} adapter takes Discrete or Box action spaces, got {action_space}"
             )
+        require_copied_outputs(env, f"the {library} adapter")
         self.device = _resolve_device(unwrapped, device, library)
         self.env = env
         self.library = library

@@ -40,7 +40,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 
-from gpu_envs.engine.kernel_env import KernelEnv
+from gpu_envs.engine.kernel_env import KernelEnv, require_copied_outputs
 from gpu_envs.engine.validation import as_action_tensor, as_box_action_tensor, is_int
 
 try:
@@ -137,6 +137,7 @@ class SB3VecEnv(VecEnv):
             )
         self._action_shape = (env.num_envs, *(space.shape or ()))
         self.env = env
+        require_copied_outputs(env, "SB3VecEnv")
         self.device: torch.device = cast(KernelEnv, env.unwrapped).device
         self._actions: torch.Tensor | None = None
         self._empty_infos: list[dict[str, Any]] = [{} for _ in range(env.num_envs)]

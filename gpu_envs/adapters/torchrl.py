@@ -61,7 +61,7 @@ except ImportError as error:  # pragma: no cover - depends on the installation
         "gpu_envs.adapters.torchrl needs torchrl: pip install 'gpu-envs[torchrl]'"
     ) from error
 
-from gpu_envs.engine.kernel_env import KernelEnv
+from gpu_envs.engine.kernel_env import KernelEnv, require_copied_outputs
 from gpu_envs.engine.validation import per_env_seeds
 from gpu_envs.games.cartpole import CartPoleVectorEnv
 from gpu_envs.games.tag.env import TEAMS, TagEnv
@@ -71,6 +71,7 @@ class _BatchedTorchRLEnv(EnvBase):
     """What the envs share: the batched env underneath, seeding, the reset mask, done specs."""
 
     def __init__(self, batched_env: KernelEnv, categorical_action_encoding: bool):
+        require_copied_outputs(batched_env, type(self).__name__)
         self.batched_env = batched_env
         self.categorical_action_encoding = categorical_action_encoding
         super().__init__(device=batched_env.device, batch_size=torch.Size([batched_env.num_envs]))

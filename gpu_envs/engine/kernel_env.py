@@ -716,6 +716,19 @@ def _same(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
+def require_copied_outputs(env: Any, consumer: str) -> None:
+    """Refuse an engine env (``env`` or what it wraps) whose ``copy_outputs`` is off for a
+    ``consumer`` that keeps a step's outputs while the next step runs (a rollout buffer): the
+    next step would overwrite what it kept, silently."""
+    unwrapped = getattr(env, "unwrapped", env)
+    if isinstance(unwrapped, KernelEnv) and not unwrapped.copy_outputs:
+        raise ValueError(
+            f"{consumer} keeps each step's outputs across steps, but "
+            f"{type(unwrapped).__name__}.copy_outputs is False (every step overwrites the last "
+            "one's tensors): leave copy_outputs at True for it"
+        )
+
+
 def _check_memory(
     layout: dict[str, tuple[tuple[int, ...], np.dtype]], device: torch.device, name: str
 ) -> None:
