@@ -74,7 +74,7 @@ class TagGymVectorEnv(VectorEnv):
 
     metadata = {
         "render_modes": ["rgb_array"],
-        "render_fps": 25,
+        "render_fps": TagEnv.metadata["render_fps"],
         "autoreset_mode": AutoresetMode.NEXT_STEP,
     }
 

@@ -73,7 +73,7 @@ class TagParallelEnv(ParallelEnv):
     metadata: dict[str, Any] = {
         "name": "tag_v0",
         "render_modes": ["rgb_array", "human"],
-        "render_fps": 25,
+        "render_fps": TagEnv.metadata["render_fps"],
         "is_parallelizable": True,
     }
 
