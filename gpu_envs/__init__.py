@@ -49,7 +49,7 @@ for _game in GAMES.values():
         register(
             id=_game.env_id,
             entry_point=_game.single_env,
-            vector_entry_point=_game.vector_env,
+            vector_entry_point=_game.vector_entry_point,
             max_episode_steps=_game.max_episode_steps,
             reward_threshold=_game.reward_threshold,
         )

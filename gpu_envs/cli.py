@@ -79,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(argv: list[str] | None) -> int:
+    from gpu_envs.engine.first_compile import show_on_stderr
+
+    show_on_stderr()  # "compiling the CPU kernels of ... (first run only ...)"
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "accepts_extra", False):

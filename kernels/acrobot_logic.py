@@ -8,13 +8,14 @@ trajectory equals gymnasium's bit for bit:
 - one rk4 step of ``dt = 0.2`` over the augmented state (the four state values and the torque), with
   gymnasium's association (``y + dt/6 * (((k1 + 2 k2) + 2 k3) + k4)``);
 - every square of the equations of motion is ``x**2`` in gymnasium, libm's ``pow(x, 2.0)``, which is
-  not always the correctly rounded ``x*x``; the logic calls ``math.pow`` in float64 with the
-  exponent read from ``consts`` (a literal 2.0 would let the compiler turn it into ``x*x``);
+  not always the correctly rounded ``x*x``; the logic calls ``pow`` with the exponent read from
+  ``consts`` (a literal 2.0 would let the compiler turn it into ``x*x``);
 - the angles are wrapped into [-pi, pi] by repeated subtraction of 2 pi, the speeds bounded.
 
 The state is stored by component, ``state[k, i]`` (k = theta1, theta2, dtheta1, dtheta2; i = env);
 the constants come in the ``consts`` array in the state dtype, precomputed as Python evaluates
-gymnasium's constant subexpressions. A start state is drawn in float64 and rounded to float32, as
+gymnasium's constant subexpressions: a float32 env computes in float32 throughout (cos, sin and pow
+included), a float64 env in float64. A start state is drawn in float64 and rounded to float32, as
 gymnasium rounds its ``np_random.uniform(...)`` draw.
 """
 
@@ -25,7 +26,8 @@ import numpy as np
 
 from gpu_envs.kernels.autoreset import autoreset_due, count_episode, record_env_step
 from gpu_envs.kernels.rng import uniform01
-from gpu_envs.kernels.targets import cast_like, kernel_function
+from gpu_envs.kernels.rounding import mul_rn
+from gpu_envs.kernels.targets import cast_like, cos, kernel_function, power, sin
 
 # Layout of the ``consts`` array: gymnasium's constant subexpressions, named by what they are.
 (
@@ -91,34 +93,24 @@ def make_consts(dtype) -> np.ndarray:
 
 
 @kernel_function
-def _cos(x):
-    return cast_like(math.cos(np.float64(x)), x)
-
-
-@kernel_function
-def _sin(x):
-    return cast_like(math.sin(np.float64(x)), x)
-
-
-@kernel_function
 def _square(x, two):
-    """gymnasium's ``x**2``: libm's ``pow(x, 2.0)`` in float64, rounded to the type of ``x``."""
-    return cast_like(math.pow(np.float64(x), np.float64(two)), x)
+    """gymnasium's ``x**2``: ``pow(x, two)`` in the precision of ``x`` (float64: libm's ``pow``)."""
+    return power(x, two)
 
 
 @kernel_function
 def derivatives(theta1, theta2, dtheta1, dtheta2, torque, c):
     """gymnasium's ``_dsdt``: the time derivatives of (theta1, theta2, dtheta1, dtheta2)."""
-    cos2, sin2 = _cos(theta2), _sin(theta2)
+    cos2, sin2 = cos(theta2), sin(theta2)
     d1 = ((c[D1_BASE] + c[M2] * (c[D1_SUM] + c[D1_COS] * cos2)) + c[I1]) + c[I2]
     d2 = c[M2] * (c[D2_BASE] + c[D2_COS] * cos2) + c[I2]
-    phi2 = c[PHI2_GAIN] * _cos((theta1 + theta2) - c[HALF_PI])
+    phi2 = c[PHI2_GAIN] * cos((theta1 + theta2) - c[HALF_PI])
     phi1 = (
         (
             c[PHI1_SQUARE] * _square(dtheta2, c[TWO]) * sin2
             - c[PHI1_CROSS] * dtheta2 * dtheta1 * sin2
         )
-        + c[PHI1_GRAVITY] * _cos(theta1 - c[HALF_PI])
+        + c[PHI1_GRAVITY] * cos(theta1 - c[HALF_PI])
     ) + phi2
     ddtheta2 = ((torque + d2 / d1 * phi1) - c[CENTRIFUGAL] * _square(dtheta1, c[TWO]) * sin2) - phi2
     ddtheta2 = ddtheta2 / (c[DENOMINATOR] - _square(d2, c[TWO]) / d1)
@@ -165,17 +157,18 @@ def physics(i, state, torque, c):
     state[1, i] = theta2
     state[2, i] = bound(y2 + sixth * (((a2 + two * b2) + two * e2) + f2), c[MAX_VEL_1])
     state[3, i] = bound(y3 + sixth * (((a3 + two * b3) + two * e3) + f3), c[MAX_VEL_2])
-    return -_cos(theta1) - _cos(theta2 + theta1) > 1.0
+    return -cos(theta1) - cos(theta2 + theta1) > cast_like(1.0, theta1)
 
 
 @kernel_function
 def write_obs(i, state, obs):
-    """Env ``i``'s observation ``[cos t1, sin t1, cos t2, sin t2, dt1, dt2]`` in float32."""
-    theta1, theta2 = np.float64(state[0, i]), np.float64(state[1, i])
-    obs[i, 0] = math.cos(theta1)
-    obs[i, 1] = math.sin(theta1)
-    obs[i, 2] = math.cos(theta2)
-    obs[i, 3] = math.sin(theta2)
+    """Env ``i``'s observation ``[cos t1, sin t1, cos t2, sin t2, dt1, dt2]`` in float32 (cos and
+    sin in the state dtype)."""
+    theta1, theta2 = state[0, i], state[1, i]
+    obs[i, 0] = cos(theta1)
+    obs[i, 1] = sin(theta1)
+    obs[i, 2] = cos(theta2)
+    obs[i, 3] = sin(theta2)
     obs[i, 4] = state[2, i]
     obs[i, 5] = state[3, i]
 
@@ -211,7 +204,7 @@ def start_episode(i, envs):
     rounded to float32 as gymnasium's draw; and its observation."""
     low, high = envs.reset_bounds[0], envs.reset_bounds[1]
     for k in range(4):
-        value = low + (high - low) * uniform01(envs.env_seed[i], envs.episode[i], k)
+        value = low + mul_rn(high - low, uniform01(envs.env_seed[i], envs.episode[i], k))
         envs.state[k, i] = np.float32(value)
     count_episode(i, envs)
     write_obs(i, envs.state, envs.obs)

@@ -5,7 +5,8 @@ kernel each compile them for their own target, and the CUDA simulator runs them 
 follow gymnasium's ``CartPoleEnv`` operation by operation (docs/spec-cartpole.md, Dynamics), so a
 float64 trajectory equals gymnasium's bit for bit. Physical constants come in the ``consts`` array
 (or a tuple of its values), already in the state dtype, so no untyped literal can change the
-precision of a target.
+precision of a target: a float32 env computes in float32 throughout, cos/sin included (``cosf`` /
+``sinf``), a float64 env in float64.
 
 The state is stored by component, ``state[k, i]`` (k = x, x_dot, theta, theta_dot; i = env): GPU
 threads then read neighbouring addresses, and the CPU driver's physics pass vectorises.
@@ -24,7 +25,8 @@ import numpy as np
 
 from gpu_envs.kernels.autoreset import autoreset_due, count_episode, record_episode_step
 from gpu_envs.kernels.rng import uniform01
-from gpu_envs.kernels.targets import cast_like, kernel_function
+from gpu_envs.kernels.rounding import mul_rn
+from gpu_envs.kernels.targets import cos, kernel_function, sin
 
 # Layout of the ``consts`` array.
 (
@@ -61,11 +63,8 @@ def make_consts(dtype) -> np.ndarray:
 
 @kernel_function
 def pole_cos_sin(theta):
-    """cos and sin of the pole angle in its dtype, computed in float64 like gymnasium's
-    math.cos/sin."""
-    return cast_like(math.cos(np.float64(theta)), theta), cast_like(
-        math.sin(np.float64(theta)), theta
-    )
+    """cos and sin of the pole angle in its dtype (float64: gymnasium's math.cos/sin)."""
+    return cos(theta), sin(theta)
 
 
 @kernel_function
@@ -88,6 +87,10 @@ def physics(x, x_dot, theta, theta_dot, action, costheta, sintheta, consts):
     x_dot = x_dot + consts[TAU] * xacc
     theta = theta + consts[TAU] * theta_dot
     theta_dot = theta_dot + consts[TAU] * thetaacc
+    # The threshold inputs x and theta are left to the compiler: a GPU may fuse ``x + tau * x_dot``
+    # (no ``mul_rn``). Its x_dot and theta_dot already differ from the CPU's in the last bits
+    # (libdevice's sin/cos, the fused products above), so an unfused update could not make the
+    # threshold test exact; a termination that differs there is a near-tie of the device check.
     is_terminal = (
         (x < -consts[X_THRESHOLD])
         | (x > consts[X_THRESHOLD])
@@ -223,11 +226,17 @@ def step_envs(start, stop, envs):
 @kernel_function
 def start_episode(i, envs):
     """Env ``i``'s next episode: its start state drawn uniformly in ``[low, high)`` =
-    ``envs.reset_bounds`` (one draw per component), and its observation."""
+    ``envs.reset_bounds`` (one draw per component), and its observation.
+
+    The draw is float64 (53 random bits, float64 bounds) rounded once to the state dtype: a float32
+    env starts where the float64 env with the same seed does, and the product is a ``mul_rn`` so
+    that a GPU starts from the same bits as the CPU.
+    """
     low = envs.reset_bounds[0]
     high = envs.reset_bounds[1]
     for k in range(4):
-        envs.state[k, i] = low + (high - low) * uniform01(envs.env_seed[i], envs.episode[i], k)
+        u = uniform01(envs.env_seed[i], envs.episode[i], k)
+        envs.state[k, i] = low + mul_rn(high - low, u)
     count_episode(i, envs)
     write_obs(i, envs.state, envs.obs)
 

@@ -19,6 +19,7 @@ import hashlib
 import inspect
 import os
 import sys
+import time
 import types
 import warnings
 from collections.abc import Callable
@@ -186,6 +187,17 @@ class CPUDriver:
         loop = self._step_loop(num_envs)
         return loop.compile((numba.typeof(num_envs), *map(numba.typeof, arguments)))
 
+    def prepared_step(self, num_envs: int, *arguments) -> Callable[..., bool]:
+        """What an env calls each step (arguments as :meth:`compiled_step`'s): the serial loop
+        for small batches (or one numba thread), else an :class:`AdaptiveStep` over the compiled
+        parallel and serial loops."""
+        if self._step_loop(num_envs) is self.step_serial:
+            return self.compiled_step(num_envs, *arguments)
+        signature = (numba.typeof(num_envs), *map(numba.typeof, arguments))
+        return AdaptiveStep(
+            self.step_parallel.compile(signature), self.step_serial.compile(signature)
+        )
+
     def _step_loop(self, num_envs: int) -> Callable:
         parallel = num_envs >= self.parallel_min_envs and numba.config.NUMBA_NUM_THREADS > 1
         return self.step_parallel if parallel else self.step_serial
@@ -193,6 +205,87 @@ class CPUDriver:
     def reset(self, num_envs: int, mask, args: tuple) -> None:
         """Reset the envs where ``mask`` is True."""
         self.reset_loop(num_envs, mask, args)
+
+
+class AdaptiveStep:
+    """The parallel step loop, or the serial one while the parallel loop is not faster.
+
+    On a shared CPU a parallel region waits for every worker thread, and a worker that the
+    operating system has descheduled stalls the whole step (a 2-thread loop measured 17x slower
+    than the serial one beside two busy processes on two cores). So the two loops are compared
+    on the env's own steps: every ``probe_interval_ns`` of stepping (counted in calls at the
+    current loop's speed), two calls run on the current loop and two on the other one, timed; the
+    other loop takes over when its faster call beats the current loop's faster call by
+    ``margin``. A probe costs at most two calls of the slower loop per interval.
+
+    Args:
+        parallel, serial: the compiled loops (same arguments, same results).
+        clock: nanoseconds (``time.perf_counter_ns``; tests pass a fake one).
+        probe_interval_ns: stepping time between two comparisons.
+        margin: how much faster (0.9: 10 % faster) the other loop must be to take over.
+    """
+
+    __slots__ = (
+        "_loops",
+        "_current",
+        "_countdown",
+        "_probe",
+        "_times",
+        "_clock",
+        "_interval",
+        "_margin",
+        "parallel_runs",
+    )
+
+    #: Calls before the first comparison (thread-pool start-up is not compared).
+    FIRST_PROBE_AFTER = 8
+    #: Calls between comparisons, at least and at most.
+    MIN_CALLS, MAX_CALLS = 16, 1 << 20
+
+    def __init__(
+        self,
+        parallel: Callable[..., bool],
+        serial: Callable[..., bool],
+        clock: Callable[[], int] = time.perf_counter_ns,
+        probe_interval_ns: int = 500_000_000,
+        margin: float = 0.9,
+    ):
+        self._loops = (serial, parallel)
+        self._current = parallel
+        #: Whether the parallel loop runs the steps between comparisons (read by tests and docs).
+        self.parallel_runs = True
+        self._countdown = self.FIRST_PROBE_AFTER
+        self._probe = -1  # calls into a comparison, -1 outside one
+        self._times = [0, 0, 0, 0]
+        self._clock, self._interval, self._margin = clock, probe_interval_ns, margin
+
+    def __call__(self, *arguments) -> bool:
+        self._countdown -= 1
+        if self._countdown > 0:
+            return self._current(*arguments)
+        return self._compare(arguments)
+
+    def _compare(self, arguments: tuple) -> bool:
+        """One call of a comparison: calls 0 and 1 on the current loop, 2 and 3 on the other."""
+        self._probe += 1
+        probe = self._probe
+        current, other = self._current, self._loops[self._current is self._loops[0]]
+        loop = current if probe < 2 else other
+        start = self._clock()
+        result = loop(*arguments)
+        self._times[probe] = self._clock() - start
+        if probe < 3:
+            self._countdown = 1
+            return result
+        times, self._probe = self._times, -1
+        kept = min(times[0], times[1])
+        challenger = min(times[2], times[3])
+        if challenger < self._margin * kept:
+            self._current, kept = other, challenger
+            self.parallel_runs = other is self._loops[1]
+        calls = self._interval // max(kept, 1)
+        self._countdown = int(min(max(calls, self.MIN_CALLS), self.MAX_CALLS))
+        return result
 
 
 @functools.cache

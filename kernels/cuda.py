@@ -13,18 +13,28 @@ Kernels are cached on disk (``cache=True``) like the CPU loops. Arguments are de
 (``numba.cuda`` arrays or anything with ``__cuda_array_interface__``).
 
 The step has a lean launch path, :meth:`CUDADriver.prepare_step`: the kernel is compiled once for
-the explicit signature of the env's arguments, and the launch's argument list (pointers, shapes,
-strides, scalars) and configuration are built once; each step is then one driver launch on the
-given stream, with no typing, dispatch or argument marshalling.
+the explicit signature of the env's arguments, its parameters (pointers, shapes, strides, scalars)
+are packed once into a kept parameter block checked against the kernel image's own parameter
+table, and each step is then one ``cuLaunchKernel`` (cuda-bindings' driver API) on the given stream,
+whose driver handle is made once per stream. Only public APIs are used: numba-cuda's ``compile``,
+``bind`` and ``library.get_cufunc()``, cuda-core's ``Kernel`` (``handle``, ``arguments_info``), the
+``__cuda_array_interface__`` and ``__cuda_stream__`` protocols and the driver binding; the versions
+tested are pinned in ``pyproject.toml``. If preparing fails, the step falls back to the ordinary
+dispatcher launch with one :class:`LaunchFallbackWarning`.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 from numba import config, cuda
+from numba.core import types
 
 from gpu_envs.kernels import cuda_targets
 from gpu_envs.kernels.cpu import source_digest
@@ -102,37 +112,154 @@ class CUDADriver:
 
     def prepare_step(self, num_envs: int, args: tuple, num_agents: int = 1) -> Callable:
         """The step as ``launch(stream)``, prepared once for these arguments: valid while the
-        arrays of ``args`` live and keep their addresses (the engine prepares it again after
-        :meth:`~gpu_envs.engine.kernel_env.KernelEnv.update_constants`).
+        arrays of ``args`` live and keep their addresses and its scalars their values (the engine
+        prepares it again when :meth:`~gpu_envs.engine.kernel_env.KernelEnv.update_constants`
+        changes them).
 
-        On a GPU the kernel is compiled for the explicit signature ``(int64, Tuple(typeof(arg)
-        ...))`` and its flattened arguments are marshalled once; a call is one ``cuda.core``
-        launch. The simulator has no driver to launch on: there the call is the ordinary launch.
+        On a GPU a call is one driver launch of the parameters packed here
+        (:class:`PreparedLaunch`); if preparing it fails, it is the ordinary dispatcher launch,
+        announced by one :class:`LaunchFallbackWarning`. The simulator has no driver to launch on:
+        there it is the ordinary launch.
         """
         grid, block, _, *shared = self._launch_config(num_envs, num_agents, 0)
+        kernel = self.step_kernel
+
+        def ordinary(stream) -> None:
+            kernel[(grid, block, stream, *shared)](num_envs, args)
+
         if config.ENABLE_CUDASIM:
-            kernel = self.step_kernel
-            return lambda stream: kernel[(grid, block, stream, *shared)](num_envs, args)
-        return _prepared_launch(
-            self.step_kernel, (num_envs, args), grid, block, shared[0] if shared else 0
-        )
+            return ordinary
+        try:
+            return PreparedLaunch.of(
+                kernel, (num_envs, args), grid, block, shared[0] if shared else 0
+            )
+        except Exception as error:  # any failure: the ordinary launch still steps the envs
+            _warn_fallback(kernel, error)
+            return ordinary
 
 
-def _prepared_launch(dispatcher, args: tuple, grid: int, block: int, shared: int) -> Callable:
-    """``launch(stream)`` of ``dispatcher`` compiled for the types of ``args``, whose driver
-    arguments are marshalled here, once (numba-cuda's ``_Kernel.launch`` does it per call)."""
-    from cuda.core import LaunchConfig, launch
-    from numba.cuda._compat import CUDA_CORE_GE_1_0
+class LaunchFallbackWarning(RuntimeWarning):
+    """The prepared launch could not be prepared; the step uses numba's ordinary launch."""
 
-    # the explicit signature (int64, Tuple(...)), typed here once instead of at every launch
-    kernel = dispatcher.compile(tuple(dispatcher.typeof_pyval(value) for value in args))
-    flat: list = []
-    for argument_type, value in zip(kernel.argument_types, args):  # device arrays: no write-back
-        kernel._prepare_args(argument_type, value, 0, [], flat)
-    cooperative = "is_cooperative" if CUDA_CORE_GE_1_0 else "cooperative_launch"
-    launch_config = LaunchConfig(grid=grid, block=block, shmem_size=shared, **{cooperative: False})
-    function = kernel._codelibrary.get_cufunc().kernel
-    return lambda stream: launch(stream, launch_config, function, *flat)
+
+_WARNED: set[str] = set()
+
+
+def _warn_fallback(kernel, error: Exception) -> None:
+    """One warning per kernel and cause, however many envs prepare their step."""
+    message = (
+        f"gpu_envs: the prepared launch of {getattr(kernel, '__name__', kernel)} could not be "
+        f"prepared ({type(error).__name__}: {error}); stepping with numba's ordinary launch (more "
+        "host time per step)"
+    )
+    if message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(message, LaunchFallbackWarning, stacklevel=3)
+
+
+class PreparedLaunch:
+    """``launch(stream)``: one ``cuLaunchKernel`` of a compiled kernel with a kept parameter block.
+
+    ``parameters`` holds one C value per kernel parameter (numba-cuda's order: an array is its
+    meminfo, parent, size, itemsize, data pointer, shape and strides; a tuple its members in
+    turn); ``pointers`` is the ``void*[]`` block of their addresses that every launch hands the
+    driver. A stream (any ``__cuda_stream__`` object, or 0) is converted to its driver handle on
+    its first launch only.
+    """
+
+    __slots__ = ("_address", "_function", "_launch", "_streams", "config", "parameters", "pointers")
+
+    def __init__(self, function, grid: int, block: int, shared: int, parameters: list):
+        from cuda.bindings import driver
+
+        self._launch = driver.cuLaunchKernel
+        self._function = driver.CUfunction(int(function))  # a CUkernel launches as a CUfunction
+        self.config = (grid, 1, 1, block, 1, 1, shared)
+        self.parameters = parameters
+        self.pointers = (ctypes.c_void_p * len(parameters))(*map(ctypes.addressof, parameters))
+        self._address = ctypes.addressof(self.pointers)
+        self._streams: dict = {}
+
+    @classmethod
+    def of(cls, dispatcher, args: tuple, grid: int, block: int, shared: int) -> PreparedLaunch:
+        """``dispatcher`` compiled for the types of ``args`` (numba's disk cache serves it), bound
+        to the current context, and ``args`` packed; a ``TypeError`` when the packed parameters
+        do not match the kernel image's in number or size."""
+        signature = tuple(dispatcher.typeof_pyval(value) for value in args)
+        kernel = dispatcher.compile(signature)
+        kernel.bind()
+        function = kernel.library.get_cufunc().kernel  # cuda-core's Kernel
+        parameters: list = []
+        for argument_type, value in zip(signature, args, strict=True):
+            pack(argument_type, value, parameters)
+        packed = [ctypes.sizeof(parameter) for parameter in parameters]
+        expected = [info.size for info in function.arguments_info]
+        if packed != expected:
+            raise TypeError(
+                f"packed {len(packed)} parameters of sizes {packed}; the kernel takes "
+                f"{len(expected)} of sizes {expected}"
+            )
+        return cls(function.handle, grid, block, shared, parameters)
+
+    def __call__(self, stream) -> None:
+        handle = self._streams.get(stream)
+        if handle is None:
+            handle = self._streams[stream] = driver_stream(stream)
+        (error,) = self._launch(self._function, *self.config, handle, self._address, 0)
+        if error:
+            raise RuntimeError(f"cuLaunchKernel of the step kernel failed: {error!r}")
+
+
+def driver_stream(stream):
+    """The driver's ``CUstream`` of ``stream``: an object with ``__cuda_stream__`` (numba's,
+    cuda-core's), or 0 / None for the default stream."""
+    from cuda.bindings import driver
+
+    if stream is None or (isinstance(stream, int) and stream == 0):
+        return driver.CUstream(0)
+    version, pointer = stream.__cuda_stream__()
+    if version != 0:
+        raise ValueError(f"__cuda_stream__ protocol version {version}: only version 0 is known")
+    return driver.CUstream(int(pointer))
+
+
+_SCALARS = {
+    types.float32: ctypes.c_float,
+    types.float64: ctypes.c_double,
+    types.boolean: ctypes.c_bool,
+}
+
+
+def pack(argument_type, value, parameters: list) -> None:
+    """Append the kernel parameters of one argument of numba type ``argument_type`` to
+    ``parameters``, as C values, in numba-cuda's order (arrays from their
+    ``__cuda_array_interface__``)."""
+    if isinstance(argument_type, types.Array):
+        interface = value.__cuda_array_interface__
+        shape = tuple(interface["shape"])
+        itemsize = np.dtype(interface["typestr"]).itemsize
+        strides = interface.get("strides") or _c_strides(shape, itemsize)
+        parameters += [ctypes.c_void_p(0), ctypes.c_void_p(0)]  # meminfo, parent
+        parameters += map(ctypes.c_ssize_t, (math.prod(shape), itemsize))
+        parameters.append(ctypes.c_void_p(interface["data"][0]))
+        parameters += map(ctypes.c_ssize_t, (*shape, *strides))
+    elif isinstance(argument_type, types.BaseTuple):
+        for member_type, member in zip(argument_type.types, value, strict=True):
+            pack(member_type, member, parameters)
+    elif isinstance(argument_type, types.Integer):
+        parameters.append(getattr(ctypes, f"c_{argument_type}")(value))
+    elif argument_type in _SCALARS:
+        parameters.append(_SCALARS[argument_type](value))
+    else:
+        raise TypeError(f"the prepared launch does not pack arguments of type {argument_type}")
+
+
+def _c_strides(shape: tuple, itemsize: int) -> tuple:
+    strides, step = [], itemsize
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= extent
+    return tuple(reversed(strides))
 
 
 @functools.cache

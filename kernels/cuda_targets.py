@@ -7,9 +7,10 @@ function; the CUDA driver factories call it before building a kernel. Nothing ha
 import math
 
 from numba import cuda, types
+from numba.cuda import libdevice
 from numba.cuda.extending import overload
 
-from gpu_envs.kernels import targets
+from gpu_envs.kernels import rounding, targets
 
 #: Bytes of dynamic shared memory each :func:`targets.env_rows` slot takes per agent.
 SHARED_BYTES_PER_AGENT_SLOT = 4
@@ -29,8 +30,17 @@ def register() -> None:
     _registered.add(register)
 
 
-def _fmod64(value, modulus):
-    return lambda value, modulus: math.fmod(value, modulus)
+def _fmod(value, modulus):
+    if targets.same_float_types(value, modulus):
+        return lambda value, modulus: math.fmod(value, modulus)
+
+
+def _mul_rn(a, b):
+    # libdevice's round-to-nearest products: NVVM never fuses them into an FMA
+    if targets.same_float_types(a, b) and a.bitwidth == 32:
+        return lambda a, b: libdevice.fmul_rn(a, b)
+    if targets.same_float_types(a, b):
+        return lambda a, b: libdevice.dmul_rn(a, b)
 
 
 def _atomic_add(array, index, value):
@@ -79,7 +89,12 @@ def _store_env_rows(row, rows):
 _PRIMITIVES = (
     (targets.cast_like, targets.cast_like_typing, "always"),
     (targets.atomic_add, _atomic_add, "always"),
-    (targets.fmod64, _fmod64, "always"),
+    (targets.fmod, _fmod, "always"),
+    (targets.cos, targets.cos_typing, "always"),
+    (targets.sin, targets.sin_typing, "always"),
+    (targets.sqrt, targets.sqrt_typing, "always"),
+    (targets.power, targets.power_typing, "always"),
+    (rounding.mul_rn, _mul_rn, "always"),
     (targets.agent_start, _agent_start, "always"),
     (targets.agent_stride, _agent_stride, "always"),
     (targets.barrier, _barrier, "always"),

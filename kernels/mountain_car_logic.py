@@ -13,23 +13,25 @@ gymnasium's bit for bit:
   the float32 values (a Python constant is rounded to float32 first, NEP 50); only the first step of
   an episode starts from gymnasium's float64 draw and computes in float64. The logic therefore
   steps in the state's own precision on an episode's first step and in float32 after it, and rounds
-  the stored state to float32. ``math.cos`` is always evaluated in float64, on ``3 * position``
-  rounded to the precision of the step; a force outside [-1, 1] is clipped to a Python float, so the
-  velocity update is then a float64 sum (as in gymnasium).
+  the stored state to float32. ``math.cos`` is evaluated in float64, on ``3 * position`` rounded to
+  the precision of the step; a force outside [-1, 1] is clipped to a Python float, so the velocity
+  update is then a float64 sum (as in gymnasium).
 
-The state is stored by component, ``state[k, i]`` (k = position, velocity; i = env). The constants
-come in the float64 ``consts`` array and are rounded to the step's precision where they are used.
+That is a float64 env (the state dtype float64). A float32 env computes every step of both games in
+float32, ``cos`` and the reward included. The state is stored by component, ``state[k, i]`` (k =
+position, velocity; i = env). The constants come in the float64 ``consts`` array and are rounded to
+the step's (or the env's) precision where they are used (``cast_like``).
 """
 
 import collections
-import math
 from types import SimpleNamespace
 
 import numpy as np
 
 from gpu_envs.kernels.autoreset import autoreset_due, count_episode, record_env_step
 from gpu_envs.kernels.rng import uniform01
-from gpu_envs.kernels.targets import cast_like, kernel_function
+from gpu_envs.kernels.rounding import mul_rn
+from gpu_envs.kernels.targets import cast_like, cos, kernel_function
 
 # Layout of the ``consts`` array (float64).
 MIN_POSITION, MAX_POSITION, MAX_SPEED, GOAL_POSITION, GOAL_VELOCITY, FORCE, GRAVITY = range(7)
@@ -69,8 +71,9 @@ def move_car(position, velocity, c):
         position = max_position
     if position < min_position:
         position = min_position
-    if position == min_position and velocity < 0:
-        velocity = cast_like(0.0, velocity)
+    zero = cast_like(0.0, velocity)
+    if position == min_position and velocity < zero:
+        velocity = zero
     goal = position >= cast_like(c[GOAL_POSITION], position) and velocity >= cast_like(
         c[GOAL_VELOCITY], velocity
     )
@@ -78,10 +81,11 @@ def move_car(position, velocity, c):
 
 
 @kernel_function
-def slope_term(position, c):
-    """``gravity * cos(3 * position)`` in float64, ``3 * position`` in the precision of
-    ``position``."""
-    return c[GRAVITY] * math.cos(np.float64(cast_like(3.0, position) * position))
+def slope_term(position, like, c):
+    """``gravity * cos(3 * position)`` in the env's precision (the type of ``like``: float64 as
+    gymnasium's ``math.cos``), ``3 * position`` in the precision of ``position``."""
+    angle = cast_like(cast_like(3.0, position) * position, like)
+    return cast_like(c[GRAVITY], like) * cos(angle)
 
 
 @kernel_function
@@ -89,37 +93,40 @@ def discrete_physics(i, state, action, c):
     """MountainCar-v0: push left (0), nothing (1) or right (2); returns whether the goal is
     reached."""
     position, velocity = state[0, i], state[1, i]
-    push = np.float64(action - 1) * c[FORCE]
-    velocity = velocity + cast_like(push - slope_term(position, c), velocity)
+    push = cast_like(action - 1, velocity) * cast_like(c[FORCE], velocity)
+    velocity = velocity + (push - slope_term(position, velocity, c))
     state[0, i], state[1, i], goal = move_car(position, velocity, c)
     return goal
 
 
 @kernel_function
-def continuous_velocity(position, velocity, force, c):
-    """The continuous car's velocity update in the precision of ``position`` (see the module)."""
+def continuous_velocity(position, velocity, force, like, c):
+    """The continuous car's velocity update in the precision of ``position``, the slope and a
+    clipped force's product in the env's (``like``; see the module)."""
     if force < _MIN_ACTION or force > _MAX_ACTION:  # clipped to a Python float: a float64 sum
-        clipped = np.float64(1.0) if force > _MAX_ACTION else np.float64(-1.0)
-        return velocity + cast_like(clipped * c[FORCE] - slope_term(position, c), velocity)
-    accel = force * _POWER - np.float32(slope_term(position, c))
+        clipped = cast_like(1.0 if force > _MAX_ACTION else -1.0, like)
+        push = clipped * cast_like(c[FORCE], like)
+        return velocity + cast_like(push - slope_term(position, like, c), velocity)
+    accel = force * _POWER - np.float32(slope_term(position, like, c))
     return velocity + cast_like(accel, velocity)
 
 
 @kernel_function
-def continuous_move(position, velocity, force, c):
+def continuous_move(position, velocity, force, like, c):
     """One step of the continuous car from a state of the step's precision."""
-    return move_car(position, continuous_velocity(position, velocity, force, c), c)
+    return move_car(position, continuous_velocity(position, velocity, force, like, c), c)
 
 
 @kernel_function
 def continuous_physics(i, state, elapsed, force, c):
     """MountainCarContinuous-v0's step of env ``i`` (float64 on an episode's first step, float32
     after it), the state stored rounded to float32; returns whether the goal is reached."""
+    like = state[0, i]
     if elapsed[i] == 0:
-        position, velocity, goal = continuous_move(state[0, i], state[1, i], force, c)
+        position, velocity, goal = continuous_move(state[0, i], state[1, i], force, like, c)
     else:
         position, velocity, goal = continuous_move(
-            np.float32(state[0, i]), np.float32(state[1, i]), force, c
+            np.float32(state[0, i]), np.float32(state[1, i]), force, like, c
         )
     state[0, i] = np.float32(position)
     state[1, i] = np.float32(velocity)
@@ -169,9 +176,11 @@ def step_continuous_envs(start, stop, envs):
     for i in range(start, stop):
         force = envs.actions[i, 0]
         goal = continuous_physics(i, envs.state, envs.elapsed, force, envs.consts)
-        square = np.float64(force) * np.float64(force)  # exact: pow(force, 2) of a float32
-        reward = (100.0 if goal else 0.0) - square * 0.1
-        finish_step(i, goal, cast_like(reward, envs.rewards[i]), envs)
+        like = envs.rewards[i]
+        # float64: exact, pow(force, 2) of a float32 in gymnasium
+        square = cast_like(force, like) * cast_like(force, like)
+        reward = cast_like(100.0 if goal else 0.0, like) - square * cast_like(0.1, like)
+        finish_step(i, goal, reward, envs)
 
 
 @kernel_function
@@ -179,7 +188,7 @@ def start_episode(i, envs):
     """Env ``i``'s next episode: position uniform in ``[low, high)`` (``reset_bounds``), velocity
     0; and its observation."""
     low, high = envs.reset_bounds[0], envs.reset_bounds[1]
-    envs.state[0, i] = low + (high - low) * uniform01(envs.env_seed[i], envs.episode[i], 0)
+    envs.state[0, i] = low + mul_rn(high - low, uniform01(envs.env_seed[i], envs.episode[i], 0))
     envs.state[1, i] = 0.0
     count_episode(i, envs)
     write_obs(i, envs.state, envs.obs)

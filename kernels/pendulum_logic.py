@@ -9,18 +9,19 @@ a float64 state trajectory equals gymnasium's bit for bit; rewards may differ by
 The state is stored by component, ``state[k, i]`` (k = theta, theta_dot; i = env). The torque is
 float32 (the action space's dtype), and its products use typed float32 constants, as NumPy 2
 computes ``0.001 * u**2`` and ``3.0 * u`` for a float32 ``u``. The other constants come in the
-``consts`` array, already in the state dtype. The angle is not wrapped in the state; only the cost
-normalises it.
+``consts`` array, already in the state dtype: a float32 env computes in float32 throughout (sin,
+cos and fmod included), a float64 env as gymnasium. The angle is not wrapped in the state; only the
+cost normalises it.
 """
 
 import collections
-import math
 
 import numpy as np
 
 from gpu_envs.kernels.autoreset import autoreset_due, count_episode, record_env_step
 from gpu_envs.kernels.rng import uniform01
-from gpu_envs.kernels.targets import cast_like, fmod64, kernel_function
+from gpu_envs.kernels.rounding import mul_rn
+from gpu_envs.kernels.targets import cast_like, cos, fmod, kernel_function, sin
 
 # Layout of the ``consts`` array.
 GRAVITY_TERM, DT, MAX_SPEED, SPEED_COST, PI, TWO_PI = range(6)
@@ -50,8 +51,9 @@ def make_consts(g: float, dtype) -> np.ndarray:
 def normalized_angle(theta, pi, two_pi):
     """``((theta + pi) % two_pi) - pi`` with NumPy's remainder (its sign follows the modulus)."""
     shifted = theta + pi
-    r = cast_like(fmod64(np.float64(shifted), np.float64(two_pi)), shifted)
-    if r != 0 and (r < 0) != (two_pi < 0):
+    r = fmod(shifted, two_pi)
+    zero = cast_like(0.0, r)
+    if r != zero and (r < zero) != (two_pi < zero):
         r += two_pi
     return r - pi
 
@@ -68,7 +70,7 @@ def physics(theta, theta_dot, torque, consts):
     cost = (angle * angle + consts[SPEED_COST] * (theta_dot * theta_dot)) + cast_like(
         _TORQUE_COST * (u * u), theta
     )
-    sin_theta = cast_like(math.sin(np.float64(theta)), theta)
+    sin_theta = sin(theta)
     theta_dot = (
         theta_dot
         + (consts[GRAVITY_TERM] * sin_theta + cast_like(_TORQUE_GAIN * u, theta)) * consts[DT]
@@ -83,11 +85,11 @@ def physics(theta, theta_dot, torque, consts):
 
 @kernel_function
 def write_obs(i, state, obs):
-    """Env ``i``'s observation ``[cos(theta), sin(theta), theta_dot]``, each rounded to float32
-    once."""
-    theta = np.float64(state[0, i])
-    obs[i, 0] = math.cos(theta)
-    obs[i, 1] = math.sin(theta)
+    """Env ``i``'s observation ``[cos(theta), sin(theta), theta_dot]`` in the state dtype, each
+    rounded to float32 once."""
+    theta = state[0, i]
+    obs[i, 0] = cos(theta)
+    obs[i, 1] = sin(theta)
     obs[i, 2] = state[1, i]
 
 
@@ -117,7 +119,7 @@ def step_envs(start, stop, envs):
         # Counter and flags (the pendulum never terminates); the reward is 0 on NEXT_STEP's
         # restart step.
         live = record_env_step(i, False, envs)
-        envs.rewards[i] = -cost if live else 0.0
+        envs.rewards[i] = -cost if live else cast_like(0.0, cost)
         write_obs(i, state, envs.obs)
         if autoreset_due(i, envs):
             start_episode(i, envs)
@@ -126,10 +128,15 @@ def step_envs(start, stop, envs):
 @kernel_function
 def start_episode(i, envs):
     """Env ``i``'s next episode: its start state drawn uniformly in ``[-x_init, x_init] x
-    [-y_init, y_init]`` (``envs.reset_bounds``), and its observation."""
+    [-y_init, y_init]`` (``envs.reset_bounds``), and its observation.
+
+    The draw is float64 (53 random bits, float64 bounds) rounded once to the state dtype; the
+    product is a ``mul_rn`` so that a GPU starts from the same bits as the CPU.
+    """
     for k in range(2):
         high = envs.reset_bounds[k]
-        envs.state[k, i] = -high + (high + high) * uniform01(envs.env_seed[i], envs.episode[i], k)
+        u = uniform01(envs.env_seed[i], envs.episode[i], k)
+        envs.state[k, i] = -high + mul_rn(high + high, u)
     count_episode(i, envs)
     write_obs(i, envs.state, envs.obs)
 

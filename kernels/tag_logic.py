@@ -16,11 +16,17 @@ One step):
    and the count of runners left are ``targets.atomic_add``\ s),
 4. :func:`finalize_reward` (tag rewards of taggers, end-of-game bonus of runners).
 
-Every float is float32 as docs/spec-tag.md (Numerics) says; cos/sin/sqrt/fmod are taken in float64
-and rounded with ``np.float32`` (the state is float32 on every target). Parameters come in two
-arrays built by :func:`make_consts` (float32 ``float_consts`` and int64 ``int_consts``) so that one
-compilation serves every configuration, and no untyped literal can change a result between
-targets.
+Every float is float32 as docs/spec-tag.md (Numerics) says. cos/sin/fmod are taken in float64 and
+rounded to float32: each backend's float64 cos/sin is within an ulp of the true value, so the
+rounded float32 results agree between the CPU and a GPU (float32 ``cosf`` differs between libm and
+libdevice in the last bit, and positions would drift apart). sqrt is float32 (correctly rounded
+everywhere, the same bits as the float64 sqrt rounded). Every product that feeds a position, a
+squared distance or a reward is a :func:`~gpu_envs.kernels.rounding.mul_rn`: the CUDA compiler
+cannot fuse it into an FMA, so a GPU computes the same bits as the CPU and the neighbour order and
+the tags agree by construction (``.ci/ptx_check.py`` asserts no float32 FMA in Tag's kernels).
+Parameters come in two arrays built by :func:`make_consts` (float32 ``float_consts`` and int64
+``int_consts``) so that one compilation serves every configuration, and no untyped literal can
+change a result between targets.
 """
 
 from __future__ import annotations
@@ -33,14 +39,16 @@ import numpy as np
 
 from gpu_envs.kernels.autoreset import NEXT_STEP, SAME_STEP
 from gpu_envs.kernels.rng import uniform01
+from gpu_envs.kernels.rounding import mul_rn
 from gpu_envs.kernels.targets import (
     agent_start,
     agent_stride,
     atomic_add,
     barrier,
     env_rows,
-    fmod64,
+    fmod,
     kernel_function,
+    sqrt,
     store_env_rows,
 )
 
@@ -186,7 +194,7 @@ def reset_agent(
 @kernel_function
 def wrap_heading(value, two_pi):
     """``value mod 2pi`` in float32 with NumPy's ``%`` semantics; result in [0, float32(2pi)]."""
-    r = np.float32(fmod64(np.float64(value), np.float64(two_pi)))
+    r = np.float32(fmod(np.float64(value), np.float64(two_pi)))
     if r < _ZERO:
         r = r + two_pi
     elif r == _ZERO:
@@ -241,8 +249,8 @@ def move_agent(
         new_acc = _ZERO
     cos_h = np.float32(math.cos(np.float64(new_heading)))
     sin_h = np.float32(math.sin(np.float64(new_heading)))
-    new_x = x[a] + new_speed * cos_h
-    new_y = y[a] + new_speed * sin_h
+    new_x = x[a] + mul_rn(new_speed, cos_h)
+    new_y = y[a] + mul_rn(new_speed, sin_h)
     length = float_consts[GRID_LENGTH]
     hit_edge = new_x < _ZERO or new_x > length or new_y < _ZERO or new_y > length
     if hit_edge:
@@ -265,7 +273,7 @@ def squared_distance32(i, j, x, y):
     """``dx*dx + dy*dy`` in float32: the key that ranks nearness (ties go to the lower id)."""
     dx = x[j] - x[i]
     dy = y[j] - y[i]
-    return dx * dx + dy * dy
+    return mul_rn(dx, dx) + mul_rn(dy, dy)
 
 
 @kernel_function
@@ -278,7 +286,7 @@ def _distance_row(i, x, y, active, num_agents, d2_row):
     for j in range(num_agents):
         dx = x[j] - xi
         dy = y[j] - yi
-        d2 = dx * dx + dy * dy if active[j] & (j != i) else _INF
+        d2 = mul_rn(dx, dx) + mul_rn(dy, dy) if active[j] & (j != i) else _INF
         d2_row[j] = d2
         finite += d2 < _INF
     return finite
@@ -484,8 +492,8 @@ def tagger_in_reach(r, x, y, float_consts, int_consts):
     """The tagger that tags runner ``r`` this step, or -1.
 
     Its nearest tagger (smallest float32 squared distance, ties to the lower id), if its float32
-    distance (sqrt in float64, rounded) is strictly below ``float32(tagging_distance) *
-    float32(L)``.
+    distance (the correctly rounded float32 sqrt: the float64 sqrt rounded) is strictly below
+    ``float32(tagging_distance) * float32(L)``.
     """
     best = 0
     best_d2 = squared_distance32(r, 0, x, y)
@@ -494,7 +502,7 @@ def tagger_in_reach(r, x, y, float_consts, int_consts):
         if d2 < best_d2:
             best_d2 = d2
             best = k
-    if np.float32(math.sqrt(np.float64(best_d2))) < float_consts[TAG_MARGIN]:
+    if sqrt(best_d2) < float_consts[TAG_MARGIN]:
         return best
     return -1
 
@@ -517,7 +525,7 @@ def finalize_reward(a, rewards, tag_count, active, at_end, float_consts, int_con
     if a < int_consts[NUM_TAGGERS]:
         count = tag_count[a]
         if count > 0:
-            rewards[a] = rewards[a] + np.float32(count) * float_consts[TAG_REWARD]
+            rewards[a] = rewards[a] + mul_rn(np.float32(count), float_consts[TAG_REWARD])
     elif at_end and active[a]:
         rewards[a] = rewards[a] + float_consts[END_REWARD]
 

@@ -58,7 +58,7 @@ def test_mp4_without_imageio_ffmpeg_fails_before_any_work(tmp_path, monkeypatch)
     from gpu_envs.games.tag import replay
 
     monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)
-    monkeypatch.setattr(replay, "render_episode", pytest.fail)  # no episode is played
+    monkeypatch.setattr(replay, "play_episode", pytest.fail)  # no episode is played
     with pytest.raises(SystemExit, match=r"pip install imageio-ffmpeg"):
         cli.main(["render", "tag", "--out", str(tmp_path / "x.mp4")])
 

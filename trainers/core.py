@@ -21,17 +21,22 @@ A checkpoint holds everything the run continues from (weights, optimiser, the en
 rollout's carry-over, RNG and sampler states), so an interrupted run resumed from it ends with the
 same weights, bit for bit on the CPU, as one that was never stopped.
 
-Distributed (``dist``: a launched Fabric under DDP): every rank runs its own envs (seeds ``seed +
-rank * num_envs + i``) and its own rollout; DDP averages the gradients. The collectives
-(``all_reduce`` of the metrics, the episode count and the evaluation score, ``all_gather`` of the
-per-rank states for checkpoints) happen at iterations every rank reaches; only rank 0 writes. A
-checkpoint resumes on as many processes as wrote it (``checkpoint.rank_states`` refuses others).
+Distributed (``dist``: a launched Fabric under DDP): every rank runs its own envs (``num_envs``,
+or its share of them with ``trainer.batch_scope`` global; seeds ``seed + rank * n + i``) and its
+own rollout; DDP averages the gradients. The collectives (``all_reduce`` of the metrics, the
+episode count and the stop requests, ``all_gather`` of the evaluation's episodes and of the per-rank
+states for checkpoints, ``broadcast`` of the run folder and of the evaluation's score) happen at
+iterations every rank reaches; only rank 0 writes. Each rank plays its share of the evaluation's
+episodes; the score, and with it ``stop_value`` and the best checkpoint, is rank 0's mean of all of
+them, the same on every rank. A checkpoint resumes on as many processes as wrote it
+(``checkpoint.rank_states`` refuses others).
 """
 
 from __future__ import annotations
 
 import math
 import shutil
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -46,7 +51,12 @@ from gpu_envs.runs.experiment import Experiment, NullExperiment, experiment_root
 from gpu_envs.runs.metrics import cleanrl_metrics, episode_summary
 from gpu_envs.runs.speed import PhaseTimer, SpeedMeter, TrainClock
 from gpu_envs.trainers import learner, ppo
-from gpu_envs.trainers.evaluation import Evaluator, record_video
+from gpu_envs.trainers.evaluation import (
+    Evaluator,
+    episode_shares,
+    gather_result,
+    record_video,
+)
 from gpu_envs.trainers.game_faces import make_game
 from gpu_envs.trainers.opponents import make_pool
 from gpu_envs.trainers.policy import ContinuousActions, make_network
@@ -70,6 +80,10 @@ class OneProcess:
     @staticmethod
     def all_gather(tensor: torch.Tensor) -> torch.Tensor:
         return tensor.unsqueeze(0)
+
+    @staticmethod
+    def broadcast(obj, src: int = 0):
+        return obj
 
 
 #: ``setup(module, optimizer) -> (model to call, optimizer)``: Fabric's wrapping (DDP) of a policy.
@@ -110,7 +124,8 @@ class TrainingRun:
         tc = config.trainer
         self.dist = dist or OneProcess()
         self.rank, self.world_size = self.dist.global_rank, self.dist.world_size
-        self.game = game or make_game(config.name, tc.num_envs, device, config.env)
+        self.num_envs = tc.envs_per_rank(self.world_size)  # this rank's
+        self.game = game or make_game(config.name, self.num_envs, device, config.env)
         self.nvec = self.game.action_nvec
         agent_map = agent_map or self.game.default_agent_map(list(config.policy))
         seed_everything(tc.seed, verbose=False)  # the same initial weights on every rank
@@ -118,6 +133,8 @@ class TrainingRun:
         seed_everything(tc.seed + self.rank, verbose=False)  # then each rank samples its own
         self.timer = PhaseTimer(device)
         self.clock = TrainClock()
+        # training seconds at the end of the last update, before the last logs, save and plot
+        self.update_seconds: float | None = None
         self.speed = SpeedMeter(self.timer, self.clock)
         self.sampler = make_sampler(tc.action_sampler, tc.seed + self.rank, device)
         self.collector = Collector(
@@ -127,19 +144,21 @@ class TrainingRun:
             self.sampler,
             self.timer,
             # the same draws on every rank: one pool state for the checkpoint
-            make_pool(self.groups, config.opponents, tc.num_envs, tc.seed),
+            make_pool(self.groups, config.opponents, self.num_envs, tc.seed),
             cuda_graphs=tc.cuda_graphs,
             reward_shaping=tc.reward_shaping,
         )
         eval_cfg = config.evaluation
         self.evaluator = None
-        if eval_cfg.eval_freq:
-            eval_game = make_game(config.name, eval_cfg.num_episodes, device, config.env)
-            self.evaluator = Evaluator(eval_game, self.groups, eval_cfg.seed)
+        if eval_cfg.eval_freq:  # each rank plays its share of the episodes
+            self.eval_shares = episode_shares(eval_cfg.num_episodes, self.world_size)
+            first = sum(self.eval_shares[: self.rank])
+            eval_game = make_game(config.name, self.eval_shares[self.rank], device, config.env)
+            self.evaluator = Evaluator(eval_game, self.groups, eval_cfg.seed, first)
         self.score_policy = eval_cfg.score_policy or next(iter(config.policy))
 
         total = tc.total_timesteps or tc.num_episodes * self.game.episode_length
-        self.steps_per_iteration = tc.num_steps * tc.num_envs * self.world_size
+        self.steps_per_iteration = tc.num_steps * self.num_envs * self.world_size
         self.num_iterations = max(1, total // self.steps_per_iteration)
         self.iteration = 0
         self.env_step = 0  # every rank's
@@ -147,6 +166,7 @@ class TrainingRun:
         self.episodes_before = 0  # every rank's, before a resume
         self.agent_steps = 0.0  # every rank's, as far as the scalars have been read
         self.best_score = -math.inf
+        self.stop_signal: str | None = None  # the signal that stopped the run, agreed by the ranks
         self.window = MetricsWindow([g.tag for g in self.groups], len(self.nvec))
         self.records: list = []  # the host records since the last text log (metrics_log_freq)
         self.last_returns: dict[str, float] = {}  # each policy's latest mean episode return
@@ -185,7 +205,7 @@ class TrainingRun:
             if self.rank == 0:
                 root = fresh_root(root)
                 run_control.mark_crashed_runs(root.parent)
-        self.root = root
+        self.root = Path(self.dist.broadcast(str(root), 0))  # rank 0's, on every rank
         if self.rank == 0:
             if self.folder_lock is None:  # a new folder, or one a checkpoint from elsewhere names
                 root.mkdir(parents=True, exist_ok=True)
@@ -222,12 +242,13 @@ class TrainingRun:
         self.last_save = time.monotonic()
 
     def iterate(
-        self, stop_requested: Callable[[], bool] | None = None, last: bool | None = None
+        self, stop_requested: Callable[[], str | None] | None = None, last: bool | None = None
     ) -> str | None:
         """One iteration and what is due after it; returns why the run ends now (``REACHED``,
-        ``COMPLETED``, ``STOPPED``) or None. ``stop_requested()``, asked after the update: this
-        rank was asked to stop (a signal); ``last``: the driver ends the run here (default: at
-        ``num_iterations``)."""
+        ``COMPLETED``, ``STOPPED``) or None. ``stop_requested()``, asked after the update: the
+        signal (``"SIGINT"``, ``"SIGTERM"``) that asked this rank to stop, or None; every rank then
+        stops here, ``stop_signal`` naming it (SIGTERM when ranks got different ones); ``last``:
+        the driver ends the run here (default: at ``num_iterations``)."""
         saving, eval_cfg = self.config.saving, self.config.evaluation
         self.iteration += 1
         rollout = self.collector.collect()
@@ -238,12 +259,21 @@ class TrainingRun:
         self.window.add(self.iteration, self.env_step, stats, self.collector)
 
         last = self.iteration >= self.num_iterations if last is None else last
+        if last:  # (the device synchronised: the update's kernels have run)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            self.update_seconds = self.clock.seconds()
         reached = False
         if self.evaluator is not None and (self.iteration % eval_cfg.eval_freq == 0 or last):
             with self.clock.paused():
                 reached = self._evaluate()
-        asked = stop_requested is not None and stop_requested()
-        stopped, overdue = self._agree(asked, self._checkpoint_overdue())
+        asked = stop_requested() if stop_requested is not None else None
+        number, overdue = self._agree(
+            signal.Signals[asked].value if asked else 0, int(self._checkpoint_overdue())
+        )
+        stopped = number > 0
+        if stopped:
+            self.stop_signal = signal.Signals(number).name
         end = last or reached or stopped
         if self.iteration % saving.scalars_log_freq == 0 or end:
             self._log_scalars()
@@ -260,11 +290,11 @@ class TrainingRun:
             return COMPLETED
         return STOPPED if stopped else None
 
-    def finish(self, why: str, signal_name: str | None = None) -> dict:
+    def finish(self, why: str) -> dict:
         """Record how the run ended (status file, curves.png), close the folder; a summary."""
         self.experiment.close()
         status = "interrupted" if why == STOPPED else "finished"
-        reason = (signal_name or "stop requested") if why == STOPPED else why
+        reason = (self.stop_signal or "stop requested") if why == STOPPED else why
         self._set_status(status, reason=reason)
         if self.rank == 0:
             curves.write_run_curves(self.root)
@@ -277,6 +307,8 @@ class TrainingRun:
             "env_steps": self.env_step,
             "best_eval": self.best_score,
             "train_seconds": self.clock.seconds(),
+            # to the end of the last update (the final save and plot excluded); None if stopped
+            "update_seconds": self.update_seconds,
             "experiment": str(self.experiment.root),
             "checkpoint": str(ckpt.iteration_path(self.root / "ckpt", self.iteration)),
         }
@@ -328,24 +360,24 @@ class TrainingRun:
         minutes = self.config.saving.checkpoint_minutes
         return bool(minutes) and time.monotonic() - self.last_save >= 60.0 * minutes
 
-    def _agree(self, *flags: bool) -> tuple[bool, ...]:
-        """Each flag true on any rank (a collective under DDP: every rank stops and saves at the
-        same iteration)."""
+    def _agree(self, *values: int) -> tuple[int, ...]:
+        """Each value's largest over the ranks (a collective under DDP: every rank stops and saves
+        at the same iteration, knowing why)."""
         if self.world_size == 1:
-            return flags
-        tensor = torch.tensor(flags, dtype=torch.int32, device=self.device)
-        return tuple(bool(v) for v in self.dist.all_reduce(tensor, reduce_op="max").tolist())
+            return values
+        tensor = torch.tensor(values, dtype=torch.int32, device=self.device)
+        return tuple(int(v) for v in self.dist.all_reduce(tensor, reduce_op="max").tolist())
 
     def _start_rollouts(self) -> None:
         """A new run resets the envs; a resumed one puts back the saved envs, rollout carry-over,
         RNG and sampler states (after the warm-up, which draws from them)."""
         tc, state = self.config.trainer, self._resume_state
         if state is None:
-            self.collector.reset(tc.seed + self.rank * tc.num_envs)
+            self.collector.reset(tc.seed + self.rank * self.num_envs)
             return
         mine = state["rng"][self.rank]  # one entry per process, RNG states checked and copied
         if "env" not in mine:
-            self.collector.reset(tc.seed + self.rank * tc.num_envs)
+            self.collector.reset(tc.seed + self.rank * self.num_envs)
             if self.rank == 0:
                 self.say(
                     "The checkpoint holds no env state: the envs start new episodes (the run "
@@ -425,14 +457,17 @@ class TrainingRun:
 
     # ------------------------------------------------------------------------------ evaluation
     def _evaluate(self) -> bool:
-        """Greedy evaluation (the same episodes every time and on every rank: those of
-        ``gpu-envs evaluate --episodes num_episodes --seed seed``); rank 0 logs it and keeps
-        ckpt_best. Returns whether the score reached ``stop_value``."""
+        """Greedy evaluation (the same episodes every time: those of ``gpu-envs evaluate
+        --episodes num_episodes --seed seed``, each rank playing its share); rank 0 logs it and
+        keeps ckpt_best. Returns whether the score reached ``stop_value``: one decision, rank 0's
+        means broadcast, so that every rank saves and stops at the same iteration."""
         assert self.evaluator is not None
         result = self.evaluator.run()
+        if self.world_size > 1:
+            result = gather_result(result, self.dist.all_gather, self.eval_shares)
         tags = [g.tag for g in self.groups]
         returns = torch.stack([result["returns"][tag].mean() for tag in tags])
-        means = dict(zip(tags, returns.double().tolist()))
+        means = self.dist.broadcast(dict(zip(tags, returns.double().tolist())), 0)
         score = means[self.score_policy]
         improved = score > self.best_score
         self.best_score = max(self.best_score, score)

@@ -20,6 +20,11 @@ What the capture needs, and how it gets it:
 - the draws come from torch's CUDA generator (the ``torch`` sampler, the one used on CUDA), whose
   offsets a graph advances at each replay;
 - no opponent pool (its snapshot schedule is host logic between rollouts).
+- the kernel's arguments of the capture: the env copies new constants into the arrays the graph
+  reads; if it ever hands its kernels a new array or setting instead
+  (``env.kernel_args_generation``), the next :meth:`GraphRollout.replay` captures the rollout
+  again first (without warm-up: the kernels are compiled, and warm-up rollouts would advance the
+  run).
 
 Where one of these does not hold (CPU, opponents, an env that validates actions) or the capture
 fails, the collector runs eagerly, as with ``trainer.cuda_graphs=false``. The warm-up rollouts
@@ -78,16 +83,22 @@ class GraphRollout:
     def capture(self) -> None:
         """Capture one rollout (after the collector's kernels are compiled); on failure warn and
         leave the collector eager."""
+        self._obs = self.collector.game.reset(0).clone()  # the run's seeded reset comes later
+        self._capture(cuda_graphs.WARMUP_STEPS)
+
+    def _capture(self, warmup_steps: int) -> None:
         collector, timer = self.collector, self.collector.timer
-        self._obs = collector.game.reset(0).clone()  # the run's seeded reset comes later
-        collector.timer = _NoTimer()  # type: ignore[assignment]
+        assert self._obs is not None
+        collector.timer = _NoTimer()
         try:
-            self.graph = cuda_graphs.CapturedStep(self._rollout, self._obs.device)
+            self.graph = cuda_graphs.CapturedStep(
+                self._rollout, self._obs.device, warmup_steps, envs=(collector.game.env,)
+            )
         except RuntimeError as error:
             warnings.warn(
                 f"trainer.cuda_graphs: the rollout could not be captured ({error}); rolling out "
                 "eagerly",
-                stacklevel=2,
+                stacklevel=3,
             )
             collector.graph = None
         finally:
@@ -105,13 +116,18 @@ class GraphRollout:
         return buffers
 
     def replay(self) -> dict[str, RolloutBuffer]:
-        """One rollout: the graph's replay (after copying a rebound ``obs``/``prev_done`` in)."""
+        """One rollout: the graph's replay (after copying a rebound ``obs``/``prev_done`` in, and
+        capturing again if the env's kernel arguments changed)."""
         collector = self.collector
         assert self.graph is not None and self._obs is not None
         if collector.obs is not self._obs:  # a reset or a resume rebound it
             self._obs.copy_(collector.obs)
         if collector.prev_done is not self._prev_done:
             self._prev_done.copy_(collector.prev_done)
+        if self.graph.stale() is not None:  # the env's kernel arguments changed: capture anew
+            self._capture(warmup_steps=0)
+            if collector.graph is None:
+                return collector.collect_eagerly()
         with collector.timer.phase("env_step"):
             self.graph.replay()
         collector.obs, collector.prev_done = self._obs, self._prev_done

@@ -1,6 +1,8 @@
 """Greedy evaluation on separate envs: one episode per env, every policy taking its argmax actions.
 
 - ``Evaluator``: the trainer's periodic evaluation of its live policies.
+- ``episode_shares`` / ``gather_result``: an evaluation split over the ranks of a DDP run, each
+  playing its share of the episodes, and the shares put back together in episode order.
 - ``record_video(game, groups, path)``: one greedy episode as a GIF or MP4.
 
 Scoring a saved checkpoint (``gpu-envs evaluate``) is ``gpu_envs.trainers.scores``.
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from gpu_envs.runs.errors import ConfigError
 from gpu_envs.trainers.policy import action_dtype, greedy_actions
 from gpu_envs.trainers.rollout import PolicyGroup
 
@@ -32,10 +35,11 @@ def greedy_step(game, groups: list[PolicyGroup], obs: torch.Tensor, actions: tor
 
 
 class Evaluator:
-    """Runs ``game.num_envs`` greedy episodes (one per env, env ``i`` from seed ``seed + i``, the
-    same episodes at every call) and reports each policy's team returns."""
+    """Runs ``game.num_envs`` greedy episodes (one per env, env ``i`` playing episode ``first + i``
+    from seed ``seed + first + i``, the same episodes at every call) and reports each policy's team
+    returns."""
 
-    def __init__(self, game, groups: list[PolicyGroup], seed: int):
+    def __init__(self, game, groups: list[PolicyGroup], seed: int, first: int = 0):
         self.game, self.groups = game, groups
         device = game.active.device
         self.actions = torch.zeros(
@@ -47,7 +51,7 @@ class Evaluator:
             (game.num_envs, game.num_agents), dtype=torch.float64, device=device
         )
         self.lengths = torch.zeros(game.num_envs, dtype=torch.float64, device=device)
-        self.seed = seed
+        self.seed, self.first = seed, first
         self.evaluations = 0
 
     def run(self) -> dict:
@@ -55,7 +59,7 @@ class Evaluator:
         "seconds": float}``."""
         start = time.perf_counter()
         self.evaluations += 1
-        obs = self.game.reset(self.seed)
+        obs = self.game.reset(self.seed + self.first)
         self.returns.zero_()
         self.lengths.zero_()
         finished = torch.zeros(self.game.num_envs, dtype=torch.bool, device=self.returns.device)
@@ -78,6 +82,39 @@ class Evaluator:
             "envsteps": int(self.lengths.sum()),
             "seconds": time.perf_counter() - start,
         }
+
+
+def episode_shares(num_episodes: int, world_size: int) -> list[int]:
+    """How many of an evaluation's ``num_episodes`` episodes each rank plays (the first ranks one
+    more when they do not divide evenly); rank ``r`` plays those after the shares of ranks < r."""
+    if num_episodes < world_size:
+        raise ConfigError(
+            f"evaluation.num_episodes: the {world_size} processes split the evaluation's episodes, "
+            f"so it must be at least {world_size}, got {num_episodes}"
+        )
+    base, extra = divmod(num_episodes, world_size)
+    return [base + (rank < extra) for rank in range(world_size)]
+
+
+def gather_result(result: dict, all_gather, shares: list[int]) -> dict:
+    """``Evaluator.run``'s ``result`` of every rank (each its share of ``shares``), put together in
+    episode order as one evaluation's: the same returns as a single ``Evaluator`` over all the
+    episodes, its time the slowest rank's. A collective: every rank calls it at once
+    (``all_gather``: Fabric's)."""
+    tags = list(result["returns"])
+    width = max(shares)
+    rows = torch.stack([*(result["returns"][tag] for tag in tags), result["lengths"]])
+    padded = torch.zeros((len(rows), width), dtype=torch.float64, device=rows.device)
+    padded[:, : rows.shape[1]] = rows
+    gathered = all_gather(padded)  # [ranks, policies + 1, width]
+    episodes = torch.cat([gathered[r, :, :n] for r, n in enumerate(shares)], dim=1)
+    seconds = all_gather(torch.tensor([result["seconds"]], dtype=torch.float64, device=rows.device))
+    return {
+        "returns": dict(zip(tags, episodes[:-1])),
+        "lengths": episodes[-1],
+        "envsteps": int(episodes[-1].sum()),
+        "seconds": float(seconds.max()),
+    }
 
 
 def record_video(

@@ -2,45 +2,154 @@
 
 ``Trainer.fit`` is the training loop: ``core.TrainingRun.iterate`` (rollout, learning, evaluation,
 logs, checkpoints) until it says the run ends, with SIGINT/SIGTERM asking it to save and stop and
-the progress on the console. Fabric adds the launch (``make_fabric``: devices, nodes, strategy;
-``fabric run`` too), the DDP wrapping of every trained policy, its collectives and its loggers.
+the progress on the console. Fabric adds the launch (``make_fabric``: devices, nodes, strategy with
+``trainer.collective_timeout``; ``fabric run``, ``torchrun`` and SLURM too), the DDP wrapping of
+every trained policy, its collectives and its loggers.
+
+Under DDP a rank that dies or hangs fails the run on the others: their next collective fails (at
+once under gloo when a peer's process is gone, after ``trainer.collective_timeout`` when it hangs)
+and each survivor stops with a ``RankFailure`` naming the rank when it knows it (rank 0 of a run
+Fabric launched watches the processes it started), the last checkpoint and the resume command;
+rank 0 records the run ``failed``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
 
+import numba
 import torch
 
+from gpu_envs.runs import checkpoint as ckpt
 from gpu_envs.runs import console, run_control
-from gpu_envs.runs.config import RunConfig
-from gpu_envs.trainers.core import STOPPED, TrainingRun
+from gpu_envs.runs.config import RunConfig, TrainerConfig
+from gpu_envs.trainers.core import TrainingRun
+
+
+class RankFailure(RuntimeError):
+    """A multi-process run stopped because another rank died or did not answer in time."""
 
 
 def make_fabric(config: RunConfig):
     """A launched ``lightning.fabric.Fabric`` from the trainer section (``fabric run``'s flags
-    win)."""
+    win), its DDP strategy waiting ``trainer.collective_timeout`` in a collective."""
     from lightning.fabric import Fabric
     from lightning.fabric.plugins import Precision
 
     tc = config.trainer
     if os.environ.get("LT_CLI_USED") == "1":
-        fabric = Fabric()  # `fabric run` created the processes; Fabric() joins them (no launch())
+        # `fabric run` created the processes; Fabric() joins them (no launch()). Its --strategy
+        # becomes a strategy object carrying the timeout (Fabric refuses both at once).
+        name = os.environ.pop("LT_STRATEGY", "auto")
+        processes = int(os.environ.get("WORLD_SIZE", "1"))
+        fabric = Fabric(strategy=_strategy(name, processes, tc.collective_timeout))
     else:
         accelerator = "cuda" if tc.accelerator == "gpu" else tc.accelerator
         fabric = Fabric(
             accelerator=accelerator,
             devices=tc.devices,
-            strategy=tc.strategy,
+            strategy=_strategy(tc.strategy, _processes(tc), tc.collective_timeout),
             num_nodes=tc.num_nodes,
         )
-        fabric.launch()
+        with _children_reported(tc.collective_timeout):
+            fabric.launch()
     if type(fabric.strategy.precision) is not Precision:
         raise ValueError(
             f"the trainers run in 32-bit precision (fabric run --precision 32-true), got "
             f"{type(fabric.strategy.precision).__name__}"
         )
     return fabric
+
+
+def _processes(tc: TrainerConfig) -> int:
+    """How many processes Fabric will run for ``tc`` (``WORLD_SIZE`` when a launcher set it)."""
+    if "WORLD_SIZE" in os.environ:
+        return int(os.environ["WORLD_SIZE"])
+    if isinstance(tc.devices, int):
+        devices = tc.devices
+    else:  # "auto": every GPU, or one CPU process
+        gpus = tc.accelerator != "cpu" and torch.cuda.is_available()
+        devices = torch.cuda.device_count() if gpus else 1
+    return devices * tc.num_nodes
+
+
+def _strategy(name: str, processes: int, timeout_s: float):
+    """Fabric's strategy ``name`` (``auto`` is ``ddp`` on several processes), a DDP one built
+    here with the collective ``timeout_s``; other strategies by name, as Fabric builds them."""
+    from lightning.fabric.strategies import STRATEGY_REGISTRY, DDPStrategy
+
+    name = name.lower()
+    if name == "auto" and processes > 1:
+        name = "ddp"
+    if name not in STRATEGY_REGISTRY or not issubclass(
+        STRATEGY_REGISTRY[name]["strategy"], DDPStrategy
+    ):
+        return name
+    entry = STRATEGY_REGISTRY[name]  # (the registry's get() builds the strategy: not that)
+    return entry["strategy"](**entry["init_params"], timeout=timedelta(seconds=timeout_s))
+
+
+@contextlib.contextmanager
+def _children_reported(timeout_s: float):
+    """While Fabric launches: its watcher of the processes it starts SIGKILLs rank 0 within 5 s of
+    one of them dying, before rank 0 could say which and record the run ``failed``. It gets
+    ``_LastResort`` instead, which leaves rank 0 that time (its collectives fail at once under gloo,
+    after ``timeout_s`` otherwise) and kills the processes only past it."""
+    from lightning.fabric.strategies.launchers import subprocess_script
+
+    original = getattr(subprocess_script, "_launch_process_observer", None)
+    if original is None:  # another Lightning: its own watcher stays
+        yield
+        return
+    subprocess_script._launch_process_observer = lambda child_processes: _LastResort(
+        child_processes, timeout_s + 60.0
+    ).start()
+    try:
+        yield
+    finally:
+        subprocess_script._launch_process_observer = original
+
+
+class _LastResort(threading.Thread):
+    """Rank 0's watcher of the processes Fabric started: ``grace`` seconds after one fails, it
+    kills them all and rank 0 (Lightning's protection against a rank 0 stuck forever), unless rank
+    0 has ended first, as it does when it reports the failure."""
+
+    def __init__(self, procs: list[subprocess.Popen], grace: float):
+        super().__init__(daemon=True, name="gpu-envs-rank-watch")
+        self.procs, self.grace = procs, grace
+
+    def run(self) -> None:
+        while True:
+            time.sleep(1.0)
+            codes = [proc.poll() for proc in self.procs]
+            if all(code == 0 for code in codes):
+                return
+            if any(codes):
+                break
+        time.sleep(self.grace)
+        for proc in self.procs:
+            proc.kill()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def set_threads(torch_threads: int, local_processes: int) -> int:
+    """Each rank's share of the CPUs this process may use: the CPUs divided by the processes on
+    its node (at least 1) caps numba's threads (the envs' kernels) and is torch's unless
+    ``torch_threads`` is given. Returns torch's threads."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    share = max(1, (cpus or 1) // max(1, local_processes))
+    numba.set_num_threads(min(share, numba.config.NUMBA_NUM_THREADS))
+    torch.set_num_threads(torch_threads or share)
+    return torch.get_num_threads()
 
 
 class Trainer(TrainingRun):
@@ -86,8 +195,10 @@ class Trainer(TrainingRun):
 
     def fit(self) -> dict:
         """Train until ``num_iterations``, until the evaluation reaches ``stop_value``, or until
-        SIGINT/SIGTERM (then save and return; the summary's ``status`` says which). A run that an
-        exception ends (a second Ctrl-C, an error) is marked ``aborted`` or ``failed``."""
+        SIGINT/SIGTERM on any rank (then save and return; the summary's ``status`` says which,
+        its ``reason`` the signal). A run that an exception ends (a second Ctrl-C, an error) is
+        marked ``aborted`` or ``failed``; a collective that fails because another rank died or
+        hung raises ``RankFailure``."""
         try:
             self.start()
             progress = console.Progress(
@@ -102,20 +213,90 @@ class Trainer(TrainingRun):
             with run_control.StopRequest(self.say) as stop_request:
                 try:
                     while why is None:
-                        why = self.iterate(lambda: stop_request.signal_name is not None)
+                        why = self.iterate(lambda: stop_request.signal_name)
                         progress.advance(self.iteration, self.env_step, self.last_returns)
                 except BaseException as error:
-                    self.fail(error)  # while the StopRequest holds off another Ctrl-C
+                    failure = self._rank_failure(error)
+                    self.fail(failure or error)  # while the StopRequest holds off another Ctrl-C
+                    if failure is not None:
+                        raise failure from error
                     raise
                 finally:
                     progress.close()
                     self.experiment.close()
-            # a stop asked on another rank only: its signal is not known here
-            signal_name = (stop_request.signal_name or "SIGTERM") if why == STOPPED else None
-            return self.finish(why, signal_name)
+            return self.finish(why)
         except BaseException as error:
             self.fail(error)  # in start() or finish(): nothing once the status says how it ended
             raise
+
+    def _rank_failure(self, error: BaseException) -> RankFailure | None:
+        """A ``RankFailure`` for ``error`` when it is a collective of a multi-process run that
+        failed (another rank died, or did not answer within ``trainer.collective_timeout``)."""
+        if self.world_size == 1 or not _collective_failed(error):
+            return None
+        timeout = self.config.trainer.collective_timeout
+        who = "; ".join(self._launched_ranks()) or (
+            f"a rank did not answer within trainer.collective_timeout ({timeout:g} s)"
+            if "timed out" in str(error).lower() or "timeout" in str(error).lower()
+            else "another rank ended or lost its connection"
+        )
+        saved = ckpt.iteration_checkpoints(self.root / "ckpt")
+        last = saved[0] if saved else self.resumed_from
+        then = (
+            f"the last checkpoint is {last}; resume with: {run_control.resume_command(self.root)}"
+            if last is not None
+            else "no checkpoint was saved: start the run again"
+        )
+        lines = str(error).strip().splitlines() or [""]
+        cause = re.sub(r"^\[[^\]]*\]\s*", "", lines[0])[:300]  # without gloo's source file
+        return RankFailure(
+            f"rank {self.rank} of {self.world_size} stopped during iteration {self.iteration}: "
+            f"{who} ({type(error).__name__}: {cause}); {then}"
+        )
+
+    def _launched_ranks(self) -> list[str]:
+        """What is known of the ranks this process launched (rank 0 of a run Fabric started on
+        one node): those that ended or are stopped. Waits up to a second for a dead one to be
+        seen (its connections close as it dies, a moment before it has ended)."""
+        procs = getattr(getattr(self.fabric.strategy, "launcher", None), "procs", None) or []
+        local = getattr(self.fabric.strategy, "num_processes", len(procs) + 1)
+        first = self.fabric.node_rank * local + 1
+        for _ in range(10):
+            found = [
+                f"rank {first + i} (process {proc.pid}) {state}"
+                for i, proc in enumerate(procs)
+                if (state := _process_state(proc)) is not None
+            ]
+            if found or not procs:
+                return found
+            time.sleep(0.1)
+        return []
+
+
+def _collective_failed(error: BaseException) -> bool:
+    """Whether ``error`` comes from a torch.distributed collective or its backend (gloo, NCCL)."""
+    if isinstance(error, torch.distributed.DistError):
+        return True
+    text = str(error).lower()
+    return isinstance(error, RuntimeError) and any(
+        word in text for word in ("gloo", "nccl", "connection closed by peer", "timed out waiting")
+    )
+
+
+def _process_state(proc: subprocess.Popen) -> str | None:
+    """How process ``proc`` failed (ended by a signal or with an error code, or stopped), or None
+    while it runs or once it ended well."""
+    code = proc.poll()
+    if code is None:
+        try:
+            stat = Path(f"/proc/{proc.pid}/stat").read_text(encoding="ascii")
+        except OSError:
+            return None
+        stopped = stat.rsplit(")", 1)[-1].split()[0] in ("T", "t")
+        return "is stopped (SIGSTOP, or a debugger)" if stopped else None
+    if code < 0:
+        return f"ended by {signal.Signals(-code).name}"
+    return f"ended with exit code {code}" if code else None
 
 
 def _silent(text: str) -> None:
@@ -123,10 +304,11 @@ def _silent(text: str) -> None:
 
 
 def train(config: RunConfig, resume=None) -> dict:
-    """Launch Fabric from ``config.trainer`` and run the trainer; returns a summary dict."""
-    if config.trainer.torch_threads:
-        torch.set_num_threads(config.trainer.torch_threads)
-    trainer = Trainer(make_fabric(config), config, resume)
+    """Launch Fabric from ``config.trainer``, give each rank its threads (``set_threads``) and run
+    the trainer; returns a summary dict."""
+    fabric = make_fabric(config)
+    set_threads(config.trainer.torch_threads, getattr(fabric.strategy, "num_processes", 1))
+    trainer = Trainer(fabric, config, resume)
     try:
         return trainer.fit()
     except KeyboardInterrupt:  # a second Ctrl-C: no checkpoint now; a new run without any goes

@@ -5,7 +5,11 @@ actions [E, N, H], rewards [E, N], per-env ``terminated`` and ``truncated`` [E],
 [E, N] (agents still in the game). Actions are MultiDiscrete (``action_nvec`` of ints, int64
 actions) or Box (``action_nvec`` a ``ContinuousActions``, float32 actions). The single-agent games
 (``gpu_envs.games``: CartPole, Acrobot, MountainCar: N = 1, H = 1; Pendulum, MountainCarContinuous:
-N = 1 with one continuous action dim, clipped here to the env's bounds) are the case N = 1.
+N = 1 with one continuous action dim, clipped here to the env's bounds) are the case N = 1, and
+so is a game registered from outside (``gpu_envs.games.register_game``) with the ``discrete`` or
+``continuous`` face: any gymnasium ``VectorEnv`` of torch tensors with a ``Discrete`` or ``Box``
+action space whose constructor takes ``(num_envs, device=, autoreset_mode=, validate_actions=,
+render_mode=)`` and the config's ``env`` keywords, as the engine's envs do.
 
 A game wraps an env built with NEXT_STEP autoreset (the rollout's bootstrap relies on it) and
 turns the env's action validation off: the trainer samples valid actions on the device.
@@ -15,14 +19,17 @@ caller (Lightning's flow).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
+from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 from gpu_envs import games
 from gpu_envs.runs.config import ConfigError, game_of
 from gpu_envs.trainers.policy import ContinuousActions
+
+SpaceT = TypeVar("SpaceT", bound=spaces.Space)
 
 
 class _Game:
@@ -64,7 +71,13 @@ class _OneAgentGame(_Game):
         self._potential = games.load(potential) if potential else None
         self.num_agents = 1
         self.obs_dim = env.single_observation_space.shape[0]
-        self.episode_length = env.max_episode_steps or episode_length or 0
+        self.episode_length = getattr(env, "max_episode_steps", None) or episode_length
+        if not self.episode_length:
+            raise ConfigError(
+                f"env: {type(env).__name__} states no episode length, which the trainer's "
+                "evaluations play to: give the env a max_episode_steps attribute, or its game "
+                "record max_episode_steps (gpu_envs.games.Game)"
+            )
         self.active = torch.ones((self.num_envs, 1), dtype=torch.bool, device=env.device)
         self._obs_scale: tuple[torch.Tensor, torch.Tensor] | None = None
         if observation_scale is not None:
@@ -73,6 +86,19 @@ class _OneAgentGame(_Game):
                 for values in observation_scale
             )
             self._obs_scale = (center, scale)
+
+    def _single_action_space(self, kind: type[SpaceT]) -> SpaceT:
+        """The env's single action space, which this face needs of type ``kind`` (else a
+        ``ConfigError`` naming the ``Game.trainer_face`` that fits)."""
+        space = self.env.single_action_space
+        if not isinstance(space, kind):
+            face = "continuous" if isinstance(space, spaces.Box) else "discrete"
+            raise ConfigError(
+                f"name: {type(self.env).__name__} has the action space {space}, which the "
+                f"trainer's {type(self).__name__} does not take; its game record needs "
+                f"trainer_face={face!r} (gpu_envs.games.Game)"
+            )
+        return space
 
     def default_agent_map(self, tags: list[str]) -> dict[str, list[int]]:
         if len(tags) != 1:
@@ -115,7 +141,7 @@ class DiscreteGame(_OneAgentGame):
 
     def __init__(self, env, **kwargs: Any):
         super().__init__(env, **kwargs)
-        self.action_nvec = (int(env.single_action_space.n),)
+        self.action_nvec = (int(self._single_action_space(spaces.Discrete).n),)
 
     def env_actions(self, actions: torch.Tensor) -> torch.Tensor:
         return actions[:, 0, 0]
@@ -131,7 +157,7 @@ class ContinuousGame(_OneAgentGame):
 
     def __init__(self, env, **kwargs: Any):
         super().__init__(env, **kwargs)
-        space = env.single_action_space
+        space = self._single_action_space(spaces.Box)
         self.action_nvec = ContinuousActions(space.shape[0])
         self._low = torch.as_tensor(space.low, device=env.device)
         self._high = torch.as_tensor(space.high, device=env.device)
@@ -187,7 +213,13 @@ def make_game(
     """The game of config ``name``: its env built with ``num_envs`` envs on ``device`` and the
     config's ``env_kwargs`` (an unknown keyword is a ``ConfigError`` naming it)."""
     record = games.GAMES[game_of(name)]
-    env_type = games.load(record.trainer_env or record.vector_env)
+    path = record.trainer_env or record.vector_env
+    try:
+        env_type = games.load(path)
+    except (ImportError, AttributeError) as error:
+        raise ConfigError(
+            f"name: the env {path!r} of game {record.name!r} does not load: {error}"
+        ) from error
     try:
         env = env_type(
             num_envs,

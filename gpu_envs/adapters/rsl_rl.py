@@ -13,8 +13,13 @@
 rsl_rl's policies are Gaussian or Beta; for ``Discrete`` actions this module adds
 :class:`OneHotCategoricalDistribution` (``distribution_cfg={"class_name":
 "gpu_envs.adapters.rsl_rl:OneHotCategoricalDistribution"}``): the policy samples a one-hot vector
-of ``num_actions = n`` entries and the env takes its index. ``episode_length_buf`` counts the
-steps of each env's current episode (bookkeeping: assigning it does not change the envs).
+of ``num_actions = n`` entries and the env takes its index.
+
+``episode_length_buf`` [N] counts the steps of each env's current episode. Assigning it sets the
+engine env's step counters too, so that each env's episode is truncated after
+``max_episode_length`` steps counted from the value given: rsl_rl's
+``runner.learn(..., init_at_random_ep_len=True)`` (Isaac Lab's default call) spreads the first
+time-outs this way. An env without step counters (not one of ours) refuses the assignment.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from gymnasium.vector import VectorEnv
 from torch import nn
 
 from gpu_envs.adapters.same_step import SameStepCore, same_step_vec_env
+from gpu_envs.engine.kernel_env import KernelEnv
 
 try:
     from rsl_rl.env import VecEnv
@@ -61,13 +67,30 @@ class RslRlVecEnv(VecEnv):
         self.max_episode_length = core.max_episode_steps
         self.device = core.device
         self.cfg: dict[str, Any] = {}
-        self.episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
         self._obs = self._pack(core.reset(seed))
+        self._episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
 
     @property
     def env(self) -> VectorEnv:
         """The vector env underneath."""
         return self._core.env
+
+    @property
+    def episode_length_buf(self) -> torch.Tensor:
+        """[N] int64: the steps of each env's current episode."""
+        return self._episode_length_buf
+
+    @episode_length_buf.setter
+    def episode_length_buf(self, steps: torch.Tensor) -> None:
+        engine = self.env.unwrapped
+        if not isinstance(engine, KernelEnv):
+            raise TypeError(
+                f"episode_length_buf: {type(engine).__name__} has no step counters to set (rsl_rl "
+                "sets them for learn(init_at_random_ep_len=True)); use an engine env, or "
+                "init_at_random_ep_len=False"
+            )
+        engine.set_episode_steps(steps)
+        self._episode_length_buf = torch.as_tensor(steps, device=self.device).to(torch.long)
 
     def _pack(self, obs: torch.Tensor) -> TensorDict:
         return TensorDict({"policy": obs}, batch_size=[self.num_envs], device=self.device)
@@ -78,15 +101,28 @@ class RslRlVecEnv(VecEnv):
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         """Step with ``actions`` [N, num_actions] (one-hot rows for ``Discrete``)."""
-        one_hot = isinstance(actions, torch.Tensor) and actions.dim() == 2
-        if self._core.discrete and one_hot and actions.shape[1] == self.num_actions:
-            actions = actions.argmax(dim=1)
-        out = self._core.step(actions)
+        out = self._core.step(self._indices(actions))
         dones = out.terminated | out.truncated
-        self.episode_length_buf = torch.where(dones, 0, self.episode_length_buf + 1)
+        self._episode_length_buf = torch.where(dones, 0, self._episode_length_buf + 1)
         self._obs = self._pack(out.obs)
         extras = {"time_outs": out.time_outs, "final_observations": self._pack(out.final_obs)}
         return self._obs, out.rewards, dones, extras
+
+    def _indices(self, actions: torch.Tensor) -> torch.Tensor:
+        """One-hot rows [N, n] (for ``Discrete``) as their indices; other actions as given. The rows
+        are checked (one 1, the rest 0) when the env validates its actions."""
+        rows = isinstance(actions, torch.Tensor) and actions.dim() == 2
+        if not (self._core.discrete and rows and actions.shape[1] == self.num_actions > 1):
+            return actions
+        if getattr(self.env.unwrapped, "validate_actions", True):
+            binary = ((actions == 0) | (actions == 1)).all(dim=1)
+            if actions.is_complex() or not bool((binary & (actions.sum(dim=1) == 1)).all()):
+                raise ValueError(
+                    f"rsl_rl handed {actions.dtype} actions of shape {tuple(actions.shape)} for a "
+                    f"Discrete({self.num_actions}) space that are not one-hot rows (one 1, the "
+                    "rest 0): sample them with OneHotCategoricalDistribution, or hand indices [N]"
+                )
+        return actions.argmax(dim=1)
 
     def close(self) -> None:
         self._core.close()

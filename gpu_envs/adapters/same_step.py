@@ -123,8 +123,9 @@ class SameStepCore:
 
     def env_actions(self, actions: torch.Tensor) -> torch.Tensor:
         """``actions`` as the env takes them: Discrete indices from [N] or [N, 1] (any integer
-        dtype; floats are refused) as int64 [N]; Box values reshaped to ``[N, *shape]`` as float32
-        and clipped to the space's bounds (Gaussian policies sample outside them). They must be a
+        dtype; floats are refused) as int64 [N]; Box values (floating point or integer; bool and
+        complex are refused) reshaped to ``[N, *shape]`` as float32 and clipped to the space's
+        bounds (Gaussian policies sample outside them). They must be a
         tensor on the env's device (a library whose models sit elsewhere gets a clear error, not a
         copy).
         """
@@ -146,12 +147,17 @@ class SameStepCore:
                 f"{expected}" + (" (or a trailing 1)" if self.discrete else "")
             )
         if self.discrete:
-            if actions.is_floating_point() or actions.dtype == torch.bool:
+            if actions.is_floating_point() or actions.is_complex() or actions.dtype == torch.bool:
                 raise TypeError(
                     f"{self.library} handed {actions.dtype} actions for a Discrete space; the env "
                     "takes integer indices (a float is not rounded or floored into one)"
                 )
             return actions.reshape(expected).to(torch.int64)
+        if actions.is_complex() or actions.dtype == torch.bool:
+            raise TypeError(
+                f"{self.library} handed {actions.dtype} actions for a Box space; the env takes "
+                "real numbers (floating point or integer)"
+            )
         return torch.clamp(actions.reshape(expected).to(torch.float32), self._low, self._high)
 
     def step(self, actions: torch.Tensor) -> TorchVecStep:

@@ -25,11 +25,15 @@ space's bounds.
   bool.
   ``CartPoleTorchRLEnv``: ``"observation"`` [E, 4], ``"action"`` [E, 2] one-hot or [E] index in {0,
   1}.
-- ``TagTorchRLEnv``: the groups ``"tagger"`` and ``"runner"`` with the agent dimension after the
-  batch dimension: ``(group, "observation")`` [E, n_group, obs_dim], ``(group, "active")``
-  [E, n_group] bool (the agent is in the game), ``(group, "action")`` [E, n_group, A+1 + R+1]
-  (two one-hot blocks) or [E, n_group, 2] (acceleration index, turn index),
-  ``(group, "reward")`` [E, n_group, 1]; the done flags are shared by the game at the root, [E, 1].
+- ``TagTorchRLEnv``: the agents in groups (``group_map``, as TorchRL's VMAS and PettingZoo envs
+  take it): by default by team, ``"tagger"`` and ``"runner"`` (the agent names' prefixes, TorchRL's
+  own default); ``MarlGroupMapType.ALL_IN_ONE_GROUP`` puts every agent in ``"agents"`` (one
+  ``reward_key`` and ``action_key``, as TorchRL's multi-agent PPO tutorial reads them),
+  ``ONE_GROUP_PER_AGENT`` each agent in its own. The agent dimension follows the batch
+  dimension: ``(group, "observation")`` [E, n_group, obs_dim], ``(group, "active")`` [E, n_group]
+  bool (the agent is in the game), ``(group, "action")`` [E, n_group, A+1 + R+1] (two one-hot
+  blocks) or [E, n_group, 2] (acceleration index, turn index), ``(group, "reward")``
+  [E, n_group, 1]; the done flags are shared by the game at the root, [E, 1].
 
 ``set_seed(s)`` applies at the next reset: env ``i`` gets the seed ``s + i``.
 """
@@ -56,6 +60,7 @@ try:
         Unbounded,
     )
     from torchrl.envs import EnvBase
+    from torchrl.envs.utils import MarlGroupMapType, check_marl_grouping
 except ImportError as error:  # pragma: no cover - depends on the installation
     raise ImportError(
         "gpu_envs.adapters.torchrl needs torchrl: pip install 'gpu-envs[torchrl]'"
@@ -289,7 +294,8 @@ class CartPoleTorchRLEnv(KernelTorchRLEnv):
 
 
 class TagTorchRLEnv(_BatchedTorchRLEnv):
-    """``num_envs`` games of Tag as a multi-agent TorchRL env with the groups "tagger" and "runner".
+    """``num_envs`` games of Tag as a multi-agent TorchRL env, its agents in groups (see the module
+    docstring).
 
     Args:
         num_envs: number of games E.
@@ -297,6 +303,10 @@ class TagTorchRLEnv(_BatchedTorchRLEnv):
         validate_actions: check actions before each step (on CUDA one host synchronisation).
         categorical_action_encoding: actions as index pairs (True) or two one-hot blocks (False,
             ``GymEnv``'s default).
+        group_map: None (the teams, "tagger" and "runner"), a ``MarlGroupMapType``, or a dict of
+            group name -> agent names (``agent_names``: "tagger_0", ..., "runner_0", ...), each
+            agent in exactly one group. ``group_map`` then holds the groups and ``n_agents`` the
+            agents per game (as on TorchRL's VMAS env).
         **params: the Tag parameters (docs/spec-tag.md, Parameters; see
           ``gpu_envs.games.tag.env.TagParams``).
     """
@@ -310,6 +320,7 @@ class TagTorchRLEnv(_BatchedTorchRLEnv):
         *,
         validate_actions: bool = True,
         categorical_action_encoding: bool = False,
+        group_map: MarlGroupMapType | dict[str, list[str]] | None = None,
         **params: Any,
     ):
         super().__init__(
@@ -323,20 +334,26 @@ class TagTorchRLEnv(_BatchedTorchRLEnv):
             categorical_action_encoding,
         )
         tag, dev = self.batched_env, self.device
-        self.group_map = {team: tag.agent_names[tag.team_slices[team]] for team in TEAMS}
+        self.group_map = _group_map(group_map, tag)
+        self.n_agents = tag.num_agents
+        #: each group's agents: a slice of the agent axis when they are consecutive, else indices
+        self._agents = {
+            group: _agent_selection([tag.agent_names.index(a) for a in agents], dev)
+            for group, agents in self.group_map.items()
+        }
         observation, action, reward = {}, {}, {}
-        for team in TEAMS:
-            shape = (*self.batch_size, len(self.group_map[team]))
-            observation[team] = Composite(
+        for group in self.group_map:
+            shape = (*self.batch_size, len(self.group_map[group]))
+            observation[group] = Composite(
                 observation=Unbounded(shape=(*shape, tag.obs_dim), dtype=torch.float32, device=dev),
                 active=Categorical(2, shape=shape, dtype=torch.bool, device=dev),
                 shape=shape,
                 device=dev,
             )
-            action[team] = Composite(
+            action[group] = Composite(
                 action=self._action_leaf(list(tag.action_nvec), shape), shape=shape, device=dev
             )
-            reward[team] = Composite(
+            reward[group] = Composite(
                 reward=Unbounded(shape=(*shape, 1), dtype=torch.float32, device=dev),
                 shape=shape,
                 device=dev,
@@ -346,14 +363,15 @@ class TagTorchRLEnv(_BatchedTorchRLEnv):
         self.reward_spec = Composite(reward, shape=self.batch_size, device=dev)
 
     def _groups(self, entries: dict[str, torch.Tensor]) -> dict[str, TensorDict]:
-        """Per-team TensorDicts of team views of the [E, N, ...] ``entries``."""
+        """Per-group TensorDicts of the groups' agents of the [E, N, ...] ``entries`` (views
+        where a group's agents are consecutive)."""
         return {
-            team: TensorDict(
-                {key: self.batched_env.team_view(value, team) for key, value in entries.items()},
-                batch_size=(*self.batch_size, len(self.group_map[team])),
+            group: TensorDict(
+                {key: value[:, agents] for key, value in entries.items()},
+                batch_size=(*self.batch_size, len(self.group_map[group])),
                 device=self.device,
             )
-            for team in TEAMS
+            for group, agents in self._agents.items()
         }
 
     def _reset(self, tensordict: TensorDictBase | None, **kwargs) -> TensorDictBase:
@@ -368,15 +386,16 @@ class TagTorchRLEnv(_BatchedTorchRLEnv):
         )
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        actions = torch.cat(
-            [
-                self._action_indices(
-                    self.action_spec[team, "action"], _required(tensordict, (team, "action"))
-                )
-                for team in TEAMS
-            ],
-            dim=1,
+        tag = self.batched_env
+        actions = torch.empty(
+            (tag.num_envs, tag.num_agents, len(tag.action_nvec)),
+            dtype=torch.int64,
+            device=self.device,
         )
+        for group, agents in self._agents.items():
+            actions[:, agents] = self._action_indices(
+                self.action_spec[group, "action"], _required(tensordict, (group, "action"))
+            )
         obs, rewards, terminated, truncated, info = self.batched_env.step(actions)
         groups = self._groups(
             {"observation": obs, "active": info["active"], "reward": rewards.unsqueeze(-1)}
@@ -386,3 +405,40 @@ class TagTorchRLEnv(_BatchedTorchRLEnv):
             batch_size=self.batch_size,
             device=self.device,
         )
+
+
+#: Keys at the root of Tag's TensorDicts, which no group may be named.
+_ROOT_KEYS = ("done", "terminated", "truncated", "_reset", "next")
+
+
+def _group_map(
+    group_map: MarlGroupMapType | dict[str, list[str]] | None, tag: TagEnv
+) -> dict[str, list[str]]:
+    """The group map of ``TagTorchRLEnv`` (None: by team), checked by TorchRL's own rules."""
+    names = list(tag.agent_names)
+    if group_map is None:
+        resolved = {team: names[tag.team_slices[team]] for team in TEAMS}
+    elif isinstance(group_map, MarlGroupMapType):
+        resolved = group_map.get_group_map(names)
+    elif isinstance(group_map, dict) and all(isinstance(group, str) for group in group_map):
+        resolved = {group: list(agents) for group, agents in group_map.items()}
+    else:
+        raise TypeError(
+            "group_map must be None, a torchrl.envs.utils.MarlGroupMapType or a dict of group "
+            f"name (str) -> agent names, got {group_map!r}"
+        )
+    try:
+        check_marl_grouping(resolved, names)
+    except ValueError as error:
+        raise ValueError(f"group_map: {error} (the agents are {names})") from None
+    taken = sorted(set(resolved) & set(_ROOT_KEYS))
+    if taken:
+        raise ValueError(f"group_map: the group names {taken} are root keys of the env's data")
+    return resolved
+
+
+def _agent_selection(indices: list[int], device: torch.device) -> slice | torch.Tensor:
+    """The agent-axis index of a group: a slice (a view) when ``indices`` are consecutive."""
+    if indices == list(range(indices[0], indices[0] + len(indices))):
+        return slice(indices[0], indices[0] + len(indices))
+    return torch.tensor(indices, dtype=torch.int64, device=device)

@@ -55,6 +55,10 @@ def load_average() -> float:
 def machine_info() -> dict:
     """CPU model and counts, load average, thread counts and package versions of this run.
 
+    ``torch_cpu_capability`` is the instruction set torch's CPU kernels use (``AVX2``, ``AVX512``):
+    training figures are bit-reproducible only on the same one
+    (gpu_envs.benchmarks.training_figures).
+
     ``cpu_count`` is the machine's logical CPUs (the capacity :class:`BackgroundLoad` divides by);
     ``cpus`` those this process may run on, which bound the threads it can use.
     """
@@ -76,6 +80,7 @@ def machine_info() -> dict:
         "cpu_count": psutil.cpu_count(),
         "cpus": len(affinity) if affinity else psutil.cpu_count(),
         "load_average": psutil.getloadavg(),
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "torch_threads": torch.get_num_threads(),
         "numba_threads": numba.get_num_threads(),
         "versions": versions,

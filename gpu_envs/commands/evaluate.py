@@ -1,13 +1,14 @@
 """``gpu-envs evaluate GAME CHECKPOINT``: score a trainer checkpoint.
 
 ``evaluate cartpole`` (and every single-agent game of ``gpu_envs.games``: pendulum, acrobot,
-mountaincar, mountaincar-continuous) plays ``--episodes`` greedy episodes (episode ``i`` from seed
-``seed + i``) and prints the mean return (± standard error) against the game's
-``solved_threshold``: gymnasium's reward threshold (CartPole-v1 475, Acrobot-v1 -100, ...) or the
-bundled trainer's target (Pendulum -250). With ``--on-gymnasium`` the same greedy policy (the
-trainer's observation scaling and action clipping) plays gymnasium's own env instead, ``gym.make``
-of the id without ``gpu_envs/``, episode ``i`` reset with seed ``seed + i``: the score on the real
-thing, not on our batched copy of it.
+mountaincar, mountaincar-continuous, and the registered ones) plays ``--episodes`` greedy episodes
+(episode ``i`` from seed ``seed + i``) on the run's env and prints the mean return (± standard
+error) against the game's ``solved_threshold``: gymnasium's reward threshold (CartPole-v1 475,
+Acrobot-v1 -100, ...) or the bundled trainer's target (Pendulum -250). With ``--on-gymnasium``
+the same greedy policy (the trainer's observation scaling and action clipping) plays gymnasium's
+own env instead, ``gym.make`` of the id without ``gpu_envs/``, episode ``i`` reset with seed
+``seed + i``: the score on the real thing, not on our batched copy of it. The report's first line
+(and the JSON's ``env``) says which env played.
 
 ``evaluate tag`` plays ``--episodes`` episodes (one game each, the same start states in every
 matchup) of the
@@ -28,10 +29,16 @@ from gpu_envs.games import GAMES, single_agent_games
 
 
 def add_parser(subparsers) -> None:
-    """Add ``gpu-envs evaluate GAME CHECKPOINT``, one subcommand per game."""
+    """Add ``gpu-envs evaluate GAME CHECKPOINT``, one subcommand per game (added when it runs:
+    the registered games' entry points are loaded then)."""
     parser = subparsers.add_parser(
         "evaluate", help="score a trained checkpoint (greedy returns, Tag matchups)"
     )
+    parser.setup = add_arguments
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One subcommand per game, with its arguments."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "checkpoint", type=Path, help="trainer checkpoint (<experiment>/ckpt/*.pth.tar)"
@@ -51,11 +58,12 @@ def add_parser(subparsers) -> None:
         single = games.add_parser(
             record.name, parents=[common], help="greedy mean return over seeded episodes"
         )
-        single.add_argument(
-            "--on-gymnasium",
-            action="store_true",
-            help=f"play gymnasium's own {record.env_id.removeprefix('gpu_envs/')} instead",
-        )
+        if record.env_id.startswith("gpu_envs/"):  # a copy of a gymnasium env
+            single.add_argument(
+                "--on-gymnasium",
+                action="store_true",
+                help=f"play gymnasium's own {gymnasium_id(record.name)} instead",
+            )
         single.set_defaults(func=run_single_agent)
     tag = games.add_parser(
         "tag", parents=[common], help="trained vs random Tag teams: runners tagged per episode"
@@ -70,11 +78,18 @@ def run_single_agent(args: argparse.Namespace) -> int:
     """Greedy returns of a single-agent game's checkpoint on seeded episodes."""
     from gpu_envs.trainers.scores import evaluate_checkpoint, returns_on
 
-    env_id = GAMES[args.game].env_id.removeprefix("gpu_envs/")
+    on_gymnasium = getattr(args, "on_gymnasium", False)
+    env = (
+        f"gymnasium's own {gymnasium_id(args.game)} (gym.make, one episode at a time)"
+        if on_gymnasium
+        else f"{GAMES[args.game].env_id} (the run's env)"
+    )
 
     def score():
-        if args.on_gymnasium:
-            return returns_on(env_id, args.checkpoint, args.game, args.episodes, args.seed)
+        if on_gymnasium:
+            return returns_on(
+                gymnasium_id(args.game), args.checkpoint, args.game, args.episodes, args.seed
+            )
         return evaluate_checkpoint(
             args.checkpoint,
             episodes=args.episodes,
@@ -84,9 +99,13 @@ def run_single_agent(args: argparse.Namespace) -> int:
         )
 
     report = _evaluate(args.game, args, score)
-    if args.on_gymnasium:
-        print(f"on gymnasium's {env_id}:")
-    return _emit(format_returns(report, args.game), report, args.json_path)
+    data = {**report.to_dict(), "env": env}
+    return _emit(format_returns(report, args.game, env), data, args.json_path)
+
+
+def gymnasium_id(game: str) -> str:
+    """The id of gymnasium's own env of which ``game`` is the batched copy."""
+    return GAMES[game].env_id.removeprefix("gpu_envs/")
 
 
 def run_tag(args: argparse.Namespace) -> int:
@@ -104,7 +123,7 @@ def run_tag(args: argparse.Namespace) -> int:
             device=args.device,
         ),
     )
-    return _emit(format_report(report), report, args.json_path)
+    return _emit(format_report(report), report.to_dict(), args.json_path)
 
 
 def _evaluate(game: str, args: argparse.Namespace, evaluate):
@@ -118,29 +137,31 @@ def _evaluate(game: str, args: argparse.Namespace, evaluate):
         raise SystemExit(f"gpu-envs evaluate {game}: {error}") from None
 
 
-def _emit(text: str, report, json_path: Path | None) -> int:
+def _emit(text: str, data: dict, json_path: Path | None) -> int:
     print(text)
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+        json_path.write_text(json.dumps(data, indent=2) + "\n")
         print(f"wrote {json_path}")
     return 0
 
 
-def format_returns(report, game: str = "cartpole") -> str:
-    """Each policy's greedy mean return, and whether it reaches the game's reference return."""
+def format_returns(report, game: str = "cartpole", env: str = "") -> str:
+    """Each policy's greedy mean return, and whether it reaches the game's reference return (if
+    it has one); ``env``: the env that played, named on the first line."""
     reference, what = GAMES[game].solved_threshold, GAMES[game].solved_what
     lines = [
-        f"{report.checkpoint}: {report.episodes} greedy episodes, seeds "
-        f"{report.seed}..{report.seed + report.episodes - 1}"
+        f"{report.checkpoint}: {report.episodes} greedy episodes"
+        + (f" on {env}" if env else "")
+        + f", seeds {report.seed}..{report.seed + report.episodes - 1}"
     ]
     for tag in report.returns:
         mean = report.mean(tag)
-        reached = "reached" if reference is not None and mean >= reference else "not reached"
-        lines.append(
-            f"{tag}: mean return {mean:.2f} ± {report.stderr(tag):.2f} ({what} {reference:g}: "
-            f"{reached})"
-        )
+        line = f"{tag}: mean return {mean:.2f} ± {report.stderr(tag):.2f}"
+        if reference is not None:
+            reached = "reached" if mean >= reference else "not reached"
+            line += f" ({what or 'solved at'} {reference:g}: {reached})"
+        lines.append(line)
     return "\n".join(lines)
 
 

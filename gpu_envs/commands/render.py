@@ -1,8 +1,8 @@
 """``gpu-envs render GAME``: play one episode and write it as an animation (``.gif`` or ``.mp4``).
 
-``render cartpole CHECKPOINT`` (and every single-agent game of ``gpu_envs.games``): one greedy
-episode of a trainer checkpoint's policy (seeded with ``--seed``) on its run's env, at the game's
-``render_fps``.
+``render cartpole CHECKPOINT`` (and every single-agent game of ``gpu_envs.games``, registered
+ones included): one greedy episode of a trainer checkpoint's policy (seeded with ``--seed``) on its
+run's env, at the game's ``render_fps``; prints the episode's return.
 
 ``render tag [CHECKPOINT]``: the env comes from ``--config FILE`` (YAML: the env parameters, or a
 run config whose ``env:``
@@ -10,7 +10,7 @@ section holds them) with the ``--num-taggers`` etc. flags on top. Actions are ra
 a trainer checkpoint (``CHECKPOINT``, or ``--checkpoint PATH``): every team plays its trained policy
 (``gpu_envs.trainers.matchups.load_policy``), on the checkpoint's env parameters with ``--config``
 and the
-flags on top.
+flags on top. Prints each team's return (the sum of its agents' rewards).
 """
 
 from __future__ import annotations
@@ -32,8 +32,14 @@ _ENV_FLAGS = {
 
 
 def add_parser(subparsers) -> None:
-    """Add ``gpu-envs render GAME``, one subcommand per game."""
+    """Add ``gpu-envs render GAME``, one subcommand per game (added when it runs: the registered
+    games' entry points are loaded then)."""
     parser = subparsers.add_parser("render", help="write an animation of an episode (.gif or .mp4)")
+    parser.setup = add_arguments
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One subcommand per game, with its arguments."""
     games = parser.add_subparsers(dest="game", required=True, metavar="GAME")
     for record in single_agent_games():
         name, fps = record.name, record.render_fps
@@ -159,19 +165,39 @@ def run_single_agent(args: argparse.Namespace) -> int:
         game, groups = load_trained_game(
             args.checkpoint, 1, args.device, game=args.game, render_mode="rgb_array"
         )
+        counted = ReturnCounter(game)
         try:
-            path = record_video(game, groups, args.out, fps=args.fps, seed=args.seed)
+            path = record_video(counted, groups, args.out, fps=args.fps, seed=args.seed)
         finally:
             game.close()
     except (ValueError, RuntimeError) as error:  # CheckpointError is a RuntimeError
         raise SystemExit(f"gpu-envs render {args.game}: {error}") from None
     print(f"wrote {path}")
+    print(f"episode return {counted.total:.2f} over {counted.steps} steps (seed {args.seed})")
     return 0
+
+
+class ReturnCounter:
+    """A trainer's game face that adds up env 0's rewards as it is stepped (the return of the
+    episode ``record_video`` plays, which stops at that episode's end)."""
+
+    def __init__(self, game):
+        self.game, self.total, self.steps = game, 0.0, 0
+
+    def __getattr__(self, name: str):
+        return getattr(self.game, name)
+
+    def step(self, actions):
+        outputs = self.game.step(actions)
+        self.total += float(outputs[1][0].sum())
+        self.steps += 1
+        return outputs
 
 
 def run_tag(args: argparse.Namespace) -> int:
     """Write an animation of a Tag episode (random teams, or a checkpoint's policies)."""
-    from gpu_envs.games.tag.replay import render_episode
+    from gpu_envs.games.tag.rendering import animate_episode, save_animation
+    from gpu_envs.games.tag.replay import play_episode
 
     check_out(args.out)
     if args.checkpoint_path is not None and args.checkpoint is not None:
@@ -184,16 +210,21 @@ def run_tag(args: argparse.Namespace) -> int:
         env_params_from(args) if policy is None else {**policy.env_params, **env_params_from(args)}
     )
     try:
-        frames = render_episode(
-            params,
-            policy=policy,
-            seed=args.seed,
-            out=args.out,
-            steps=args.steps,
-            fps=args.fps,
-            size=args.size,
-        )
+        episode = play_episode(params, policy, args.seed, args.steps)
+        frames = animate_episode(episode, size=args.size)
+        save_animation(frames, args.out, fps=args.fps)
     except (ValueError, TypeError, RuntimeError) as error:
         raise SystemExit(f"gpu-envs render tag: {error}") from error
     print(f"wrote {args.out}: {len(frames)} frames")
+    print(tag_returns(episode))
     return 0
+
+
+def tag_returns(episode: dict[str, Any]) -> str:
+    """The line of each team's return in a played Tag episode (``play_episode``'s record)."""
+    rewards, taggers = episode["rewards"], episode["num_taggers"]
+    runners = rewards.shape[1] - taggers
+    return (
+        f"episode returns over {rewards.shape[0]} steps: taggers ({taggers}) "
+        f"{rewards[:, :taggers].sum():.2f}, runners ({runners}) {rewards[:, taggers:].sum():.2f}"
+    )

@@ -192,11 +192,10 @@ def build_config(args: argparse.Namespace, extra: list[str] | None = None) -> Ru
     if args.config is not None:
         data = load_yaml(args.config)
     elif target is not None:
-        if target not in PRESETS:
-            raise ConfigError(
-                f"unknown preset {target!r}; available: {', '.join(PRESETS)} (or --config FILE)"
-            )
-        data = preset(target)
+        try:  # a preset, or a game's (a registered game without one: the default PPO preset)
+            data = preset(target)
+        except KeyError as error:
+            raise ConfigError(f"{error.args[0]} (or --config FILE)") from None
     elif args.env_id is not None:
         data = preset(game_of(args.env_id))
     elif isinstance(args.resume, str):
@@ -239,28 +238,44 @@ def _run_folder(path: Path) -> Path:
 
 
 def joined_launch(config: RunConfig, environ: Mapping[str, str]) -> RunConfig:
-    """``config`` joined to the processes a launcher started (``torchrun``, or SLURM through
-    it: ``WORLD_SIZE`` > 1 with ``LOCAL_WORLD_SIZE``), so that they train one DDP run rather than
-    ``WORLD_SIZE`` copies. A config left at one process takes the launcher's layout (``ddp``);
-    one whose ``devices`` or ``num_nodes`` contradict it is refused, naming both.
-    ``fabric run`` (``LT_CLI_USED``) is joined by the trainer itself."""
+    """``config`` joined to the processes a launcher started (``launcher_layout``), so that they
+    train one DDP run rather than that many copies. A config left at one process takes the
+    launcher's layout (``ddp``); one whose ``devices`` or ``num_nodes`` contradict it is refused,
+    naming both. ``fabric run`` (``LT_CLI_USED``) is joined by the trainer itself."""
     from gpu_envs.runs.config import ConfigError
 
-    world = int(environ.get("WORLD_SIZE", "1") or "1")
-    if world <= 1 or environ.get("LT_CLI_USED") == "1":
+    layout = launcher_layout(environ)
+    if layout is None or environ.get("LT_CLI_USED") == "1":
         return config
-    local = int(environ.get("LOCAL_WORLD_SIZE", world))
-    devices, nodes = local, max(world // local, 1)
+    world, devices, nodes, launcher = layout
     tc = config.trainer
     if (tc.devices, tc.num_nodes) not in ((1, 1), (devices, nodes)):
         raise ConfigError(
-            f"trainer.devices={tc.devices}, trainer.num_nodes={tc.num_nodes}: the launcher "
+            f"trainer.devices={tc.devices}, trainer.num_nodes={tc.num_nodes}: {launcher} "
             f"started {world} processes ({devices} per node x {nodes} nodes); give "
             f"--devices {devices} --num-nodes {nodes}, or neither"
         )
     strategy = "ddp" if tc.strategy == "auto" else tc.strategy
     trainer = dataclasses.replace(tc, devices=devices, num_nodes=nodes, strategy=strategy)
     return dataclasses.replace(config, trainer=trainer)
+
+
+def launcher_layout(environ: Mapping[str, str]) -> tuple[int, int, int, str] | None:
+    """``(processes, per node, nodes, launcher)`` of the launcher that started this process with
+    others, or None: ``torchrun`` (also under SLURM or ``fabric run``: ``WORLD_SIZE``,
+    ``LOCAL_WORLD_SIZE``), else SLURM's ``srun`` as Fabric's ``SLURMEnvironment`` reads it
+    (``SLURM_NTASKS``, ``SLURM_NTASKS_PER_NODE``, ``SLURM_NNODES``; not in a job named ``bash`` or
+    ``interactive``)."""
+    world = int(environ.get("WORLD_SIZE", "1") or "1")
+    if world > 1:
+        local = int(environ.get("LOCAL_WORLD_SIZE", world))
+        return world, local, max(world // local, 1), "the launcher"
+    tasks = int(environ.get("SLURM_NTASKS", "1") or "1")
+    per_node = environ.get("SLURM_NTASKS_PER_NODE")
+    if tasks <= 1 or per_node is None or environ.get("SLURM_JOB_NAME") in ("bash", "interactive"):
+        return None  # (Fabric refuses SLURM_NTASKS > 1 without SLURM_NTASKS_PER_NODE, saying so)
+    local = int(per_node.split("(")[0])
+    return tasks, local, int(environ.get("SLURM_NNODES", max(tasks // local, 1))), "SLURM (srun)"
 
 
 def set_launch_environment(args: argparse.Namespace) -> None:
@@ -303,12 +318,12 @@ def train_from(args: argparse.Namespace, extra: list[str] | None = None) -> dict
             )
     set_launch_environment(args)
     from gpu_envs.runs.checkpoint import CheckpointError, RunFolderError
-    from gpu_envs.trainers.fabric_loop import train
+    from gpu_envs.trainers.fabric_loop import RankFailure, train
     from gpu_envs.trainers.ppo import NonFiniteError
 
     try:
         return train(config, resume=args.resume)
-    except (CheckpointError, RunFolderError, NonFiniteError) as error:
+    except (CheckpointError, RunFolderError, NonFiniteError, ConfigError, RankFailure) as error:
         raise SystemExit(f"gpu-envs train: error: {error}") from None
     except KeyboardInterrupt:
         print(
@@ -352,7 +367,18 @@ def results_message(experiment: Path, summary: dict | None = None) -> str:
         checkpoint = "no best checkpoint (no evaluation ran: evaluation.eval_freq); " + (
             f"latest checkpoint: {saved[-1]}" if saved else "no checkpoint saved"
         )
-    return f"experiment folder: {experiment}{reason}\n{checkpoint}"
+    return f"experiment folder: {experiment}{reason}\n{_speed_line(summary)}{checkpoint}"
+
+
+def _speed_line(summary: dict | None) -> str:
+    """The run's training time (evaluations, saving and plotting excluded) and its env-steps/s."""
+    seconds = summary and (summary.get("update_seconds") or summary.get("train_seconds"))
+    if not seconds:
+        return ""
+    return (
+        f"training time: {seconds:.1f} s for {summary['env_steps']:,} env steps "
+        f"({summary['env_steps'] / seconds:,.0f} env-steps/s, greedy evaluations excluded)\n"
+    )
 
 
 def _evaluate_hint(summary: dict | None) -> str:
@@ -371,6 +397,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv == ["--path"]:
         print(__file__)
         return 0
+    from gpu_envs.engine.first_compile import show_on_stderr
+
+    show_on_stderr()
     parser = argparse.ArgumentParser(
         prog="gpu_envs.commands.train",
         description=__doc__,

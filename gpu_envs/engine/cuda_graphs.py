@@ -15,6 +15,13 @@ What makes an env step capturable:
   (``copy_outputs=False``) or outputs the graph allocates in its private pool, and inputs copied
   into static tensors with ``copy_()`` rather than rebound.
 
+A graph also bakes in the kernel's arguments: the addresses of the env's constants and the values
+of its settings. :meth:`~gpu_envs.engine.kernel_env.KernelEnv.update_constants` (new reset options,
+Tag's fixed start at a seeded reset) copies new constants into the same device arrays, so the graph
+reads them; when it had to hand the kernels a new array or setting it counts
+``env.kernel_args_generation`` up, and :meth:`CapturedStep.replay` of a step captured with
+``envs=(env,)`` then raises :class:`StaleGraphError` rather than replay old arguments.
+
 Usage::
 
     env = CartPoleVectorEnv(65536, "cuda", validate_actions=False)
@@ -27,7 +34,7 @@ Usage::
         actions.copy_(torch.distributions.Categorical(logits=logits).sample())
         env.step(actions)  # writes obs in place
 
-    graph = CapturedStep(step, env.device)  # runs ``step`` warmup_steps times, then captures it
+    graph = CapturedStep(step, env.device, envs=(env,))  # warm-up steps, then the capture
     for _ in range(1000):
         graph.replay()
 
@@ -40,12 +47,16 @@ message, rather than as a capture error.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 
 #: Real steps run before the capture (kernel compilation, launch preparation, allocator warm-up).
 WARMUP_STEPS = 3
+
+
+class StaleGraphError(RuntimeError):
+    """A captured step would replay kernel arguments its env no longer uses."""
 
 
 class CapturedStep:
@@ -57,6 +68,8 @@ class CapturedStep:
         device: the CUDA device it runs on.
         warmup_steps: calls of ``step`` on a side stream before the capture.
         pool: a graph memory pool to share with other graphs (``torch.cuda.graph_pool_handle()``).
+        envs: the :class:`~gpu_envs.engine.kernel_env.KernelEnv` s that ``step`` steps: a replay
+            after one of them changed its kernel arguments raises :class:`StaleGraphError`.
     """
 
     def __init__(
@@ -65,6 +78,7 @@ class CapturedStep:
         device: torch.device,
         warmup_steps: int = WARMUP_STEPS,
         pool=None,
+        envs: Sequence = (),
     ):
         current = torch.cuda.current_stream(device)
         side = torch.cuda.Stream(device)
@@ -73,12 +87,28 @@ class CapturedStep:
             for _ in range(warmup_steps):
                 step()
         current.wait_stream(side)
+        self.envs = tuple(envs)
+        self.generations = tuple(env.kernel_args_generation for env in self.envs)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph, pool=pool):
             self.outputs = step()
 
+    def stale(self) -> str | None:
+        """Why a replay would run outdated kernel arguments, or None when it would not."""
+        for env, generation in zip(self.envs, self.generations):
+            if env.kernel_args_generation != generation:
+                return (
+                    f"{type(env).__name__} gave its kernels new arguments since the capture "
+                    "(update_constants replaced a constant's device array or changed a setting)"
+                )
+        return None
+
     def replay(self) -> None:
-        """Run the captured step once (asynchronously, on torch's current stream)."""
+        """Run the captured step once (asynchronously, on torch's current stream); a
+        :class:`StaleGraphError` if an env's kernel arguments changed since the capture."""
+        why = self.stale()
+        if why is not None:
+            raise StaleGraphError(f"{why}; capture the step again")
         self.graph.replay()
 
 

@@ -37,7 +37,8 @@ import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from gpu_envs.engine import devices
+from gpu_envs.engine import devices, first_compile
+from gpu_envs.engine.recycled_outputs import RecycledOutputs
 from gpu_envs.engine.validation import (
     AUTORESET_CODES,
     ActionCheck,
@@ -361,22 +362,33 @@ class KernelEnv:
             )
         return driver
 
-    def update_constants(self) -> None:
-        """Send :meth:`constants` and :meth:`settings` to the kernels (after changing them)."""
-        constants = tuple(self._named_arguments("constants").values())
-        if self.kernel_target == "cuda":
-            from numba import cuda
+    #: How many times :meth:`update_constants` handed the kernels a different argument (a new
+    #: device array for a constant, a changed setting). A captured CUDA graph replays the
+    #: arguments of its capture: it is valid while this count is unchanged
+    #: (:class:`gpu_envs.engine.cuda_graphs.CapturedStep` checks it).
+    kernel_args_generation: int = 0
 
-            with devices.numba_context(self.device):  # copied on the launch stream: no host sync
-                stream = devices.launch_stream(self.device)
-                constants = tuple(cuda.to_device(array, stream=stream) for array in constants)
+    def update_constants(self) -> None:
+        """Send :meth:`constants` and :meth:`settings` to the kernels (after changing them).
+
+        On CUDA a constant is copied, on the launch stream, into the device array the kernels
+        already read when its shape, strides and dtype are unchanged: its address stays, so a
+        prepared launch or a captured graph reads the new values."""
+        constants = tuple(self._named_arguments("constants").values())
         names = list(self._layout)
         self._actions_index = len(names)
-        self._kernel_args = (
-            *self._kernel_args[: self._actions_index + 1],
-            *constants,
-            *self._named_arguments("settings").values(),
-        )
+        previous = self._kernel_args[self._actions_index + 1 :]
+        if self.kernel_target == "cuda":
+            olds = (*previous[: len(constants)], *(None,) * (len(constants) - len(previous)))
+            with devices.numba_context(self.device):  # copied on the launch stream: no host sync
+                stream = devices.launch_stream(self.device)
+                constants = tuple(
+                    _device_constant(array, old, stream) for array, old in zip(constants, olds)
+                )
+        arguments = (*constants, *self._named_arguments("settings").values())
+        if not _same_arguments(previous, arguments):
+            self.kernel_args_generation += 1
+        self._kernel_args = (*self._kernel_args[: self._actions_index + 1], *arguments)
         # (args index, shape, dtype) of the outputs each CPU step writes into new arrays
         self._fresh_outputs = (
             tuple((names.index(name), *self._layout[name]) for name in self.step_outputs)
@@ -401,6 +413,9 @@ class KernelEnv:
         args, index = self._kernel_args, self._actions_index
         self._args_before, self._args_after = args[:index], args[index + 1 :]
         self._output_tensors = tuple(self._tensors[name] for name in self.step_outputs)
+        self._recycled_outputs = (
+            RecycledOutputs(self._args_before, self._fresh_outputs) if self._fresh_outputs else None
+        )
 
     @property
     def kernel_args(self) -> tuple:
@@ -438,6 +453,7 @@ class KernelEnv:
             self.seed_envs(mask if self._seeded else torch.ones_like(mask), seed)
         if self._fresh_outputs and self.copy_outputs:  # the caller may hold the last obs: a copy
             self._rebind("obs", self._kernel_args[self._layout_index("obs")].copy())
+        first_compile.announce(self.game, self.kernel_target, self._driver)
         with devices.numba_context(self.device):
             self._driver.reset(
                 self.num_envs,
@@ -556,27 +572,24 @@ class KernelEnv:
             else:
                 source = self.check_actions(actions).to(self._action_dtype).contiguous().numpy()
             self._check_finished_envs()
-        before = self._args_before
         copy_outputs = self.copy_outputs
-        fresh: tuple[np.ndarray, ...] = ()
-        if copy_outputs and self._fresh_outputs:
-            fresh = tuple(np.empty(shape, dtype) for _, shape, dtype in self._fresh_outputs)
-            slots = list(before)
-            for (slot, _, _), output in zip(self._fresh_outputs, fresh):
-                slots[slot] = output
-            before = tuple(slots)
+        recycled = self._recycled_outputs if copy_outputs else None
+        if recycled is None:
+            before = self._args_before
+        else:  # new output arrays, or an earlier step's that nothing outside the env holds
+            before, fresh = recycled.take()
         like, after, upper = self._actions_view, self._args_after, self._action_upper
         compiled = self._cpu_step
         kind = type(source) is int  # 1: an address, 0: an array (compiled once each)
         step = compiled[kind]
         if step is None:
-            step = compiled[kind] = self._driver.compiled_step(
+            step = compiled[kind] = self._driver.prepared_step(
                 self.num_envs, before, like, after, source, upper, check
             )
         if step(self.num_envs, before, like, after, source, upper, check):
             shown = actions if kind else torch.from_numpy(source)
             raise_out_of_range(shown, torch.as_tensor(self._action_check.upper), "actions")
-        if not fresh:
+        if recycled is None:
             if copy_outputs:
                 return tuple(map(devices.fresh_copy, self._output_tensors))
             return self._output_tensors
@@ -643,9 +656,40 @@ class KernelEnv:
                     f"env state: buffer {name!r} is {tuple(saved.shape)} {saved.dtype}, this "
                     f"env's is {tuple(tensor.shape)} {tensor.dtype}"
                 )
+        # CPU steps hand out the output buffers themselves (fresh each step): the caller may hold
+        # them, so they are replaced by new arrays rather than written into.
+        handed_out = self.step_outputs if self._fresh_outputs and self.copy_outputs else ()
         for name, tensor in kept.items():
-            tensor.copy_(state[name])
+            if name in handed_out:
+                self._rebind(name, torch.empty_like(tensor).copy_(state[name]).numpy())
+            else:
+                tensor.copy_(state[name])
         self._seeded = self._is_reset = True
+
+    def set_episode_steps(self, steps) -> None:
+        """Set each env's count of steps in its current episode (the ``elapsed`` buffer that
+        truncation at ``max_episode_steps`` counts): [num_envs] integers >= 0, e.g. random counts
+        that spread the first time-outs (Isaac Lab's ``init_at_random_ep_len``)."""
+        self._check_open()
+        if "elapsed" not in self._layout:
+            raise TypeError(
+                f"{type(self).__name__} keeps no per-env step counter (an 'elapsed' buffer)"
+            )
+        counts = torch.as_tensor(steps, device=self.device)
+        integer = not (
+            counts.is_floating_point() or counts.is_complex() or counts.dtype == torch.bool
+        )
+        if counts.shape != (self.num_envs,) or not integer:
+            raise ValueError(
+                f"episode steps must be integers of shape ({self.num_envs},), got "
+                f"{counts.dtype} of shape {tuple(counts.shape)}"
+            )
+        if not bool(((counts >= 0) & (counts <= np.iinfo(np.int32).max)).all()):
+            raise ValueError(
+                f"episode steps must be integers in [0, {np.iinfo(np.int32).max}], got "
+                f"{counts.dtype} values from {int(counts.min())} to {int(counts.max())}"
+            )
+        self._tensors.elapsed.copy_(counts)
 
     def render(self) -> tuple[np.ndarray, ...] | None:
         """One RGB frame (H, W, 3 uint8) per env when ``render_mode="rgb_array"``."""
@@ -660,7 +704,7 @@ class KernelEnv:
         self._closed = self.closed = True
         self._tensors, self._kernel_args = Buffers(), ()
         self._args_before, self._args_after, self._output_tensors = (), (), ()
-        self._actions_view = None
+        self._actions_view = self._recycled_outputs = None
 
     # ----------------------------------------------------------------------------- copies
     def __getstate__(self) -> dict[str, Any]:
@@ -695,6 +739,30 @@ class KernelEnv:
         return clone
 
 
+def _device_constant(array: np.ndarray, old, stream):
+    """``array`` for the CUDA kernels: copied into ``old`` (the device array they read now) when
+    it has the same shape, strides and dtype, else a new device array."""
+    if old is not None and (old.shape, old.strides, old.dtype) == (
+        array.shape,
+        array.strides,
+        array.dtype,
+    ):
+        old.copy_to_device(array, stream=stream)
+        return old
+    from numba import cuda
+
+    return cuda.to_device(array, stream=stream)
+
+
+def _same_arguments(old: tuple, new: tuple) -> bool:
+    """Whether the kernels would read the same constants and settings: the same array objects,
+    equal scalars of the same type."""
+    return len(old) == len(new) and all(
+        a is b or (type(a) is type(b) and isinstance(a, (bool, int, float, np.generic)) and a == b)
+        for a, b in zip(old, new)
+    )
+
+
 #: What a copy rebuilds: the kernels' views and the driver alias this env's memory or compiled code.
 _UNPICKLED = frozenset(
     {
@@ -707,6 +775,7 @@ _UNPICKLED = frozenset(
         "_args_after",
         "_actions_view",
         "_output_tensors",
+        "_recycled_outputs",
     }
 )
 

@@ -6,6 +6,11 @@ names, the default presets), ``gpu-envs evaluate`` / ``render`` / ``bench`` / ``
 (``kernels/<game>_logic.py``), its env declaration (``gpu_envs/games/<game>.py``) and one
 :class:`Game` here (with its tests and docs).
 
+A game written outside the package joins :data:`GAMES` through :func:`register_game`, or through
+a Python entry point of the group ``gpu_envs.games`` (``name = "module:RECORD"``, a :class:`Game`
+named ``name``), which :func:`game` loads the first time a name is not found, so that
+``gpu-envs train NAME`` takes it in a fresh process.
+
 Classes are named by import path (``"module:attribute"``) and imported when used, so importing this
 module (and ``gpu_envs``) imports no env, no numba and no torch. What the tools need to know without
 importing an env (its episode length, its render fps) is stated here, and the env classes read it.
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,9 +35,9 @@ class Game:
     """Its gymnasium id (``gym.make`` / ``gym.make_vec``)."""
     vector_env: str
     """``"module:Class"`` of the batched env (``gym.make_vec``'s entry point)."""
-    single_env: str
-    """``"module:Class"`` of ``gym.make``'s entry point."""
-    max_episode_steps: int | None
+    single_env: str = ""
+    """``"module:Class"`` of ``gym.make``'s entry point (empty: none)."""
+    max_episode_steps: int | None = None
     """gymnasium's episode length of the id (None: the env's own), stated here only: the vector
     env's default ``max_episode_steps`` reads it."""
     reward_threshold: float | None = None
@@ -69,6 +75,13 @@ class Game:
     def preset(self) -> str:
         """The name of its default run config in ``gpu_envs.runs.presets``."""
         return self.name
+
+    @property
+    def vector_entry_point(self) -> str:
+        """``gym.make_vec``'s entry point of :attr:`env_id`: builds :attr:`vector_env`, with the
+        ``array`` keyword (``"torch"``, the default, or ``"numpy"``; see
+        :mod:`gpu_envs.games.vector_entry`)."""
+        return f"gpu_envs.games.vector_entry:{self.name}"
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -178,17 +191,92 @@ GAMES: dict[str, Game] = {
 }
 
 
+#: The values of :attr:`Game.trainer_face`.
+TRAINER_FACES = ("discrete", "continuous", "tag")
+
+#: The entry point group of the games registered by installed distributions.
+ENTRY_POINT_GROUP = "gpu_envs.games"
+
+_entry_points_loaded = False
+
+
+def register_game(record: Game) -> Game:
+    """Add ``record`` to :data:`GAMES`: the trainer, its presets and ``gpu-envs train`` /
+    ``evaluate`` / ``render`` then take it by any of its :attr:`~Game.names`. Registering the same
+    record again does nothing; a record whose names designate another game is refused, naming
+    it. Returns ``record``.
+
+    Only the package's tools read the record: register the env id with gymnasium yourself
+    (``gym.register``) for ``gym.make_vec``.
+    """
+    if not isinstance(record, Game):
+        raise TypeError(f"register_game takes a gpu_envs.games.Game, got {type(record).__name__}")
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", record.name):
+        raise ValueError(
+            f"Game.name: must be lower case letters, digits, '_', '-' or '.', got {record.name!r}"
+        )
+    if record.trainer_face not in TRAINER_FACES:
+        raise ValueError(
+            f"Game.trainer_face: must be one of {TRAINER_FACES}, got {record.trainer_face!r}"
+        )
+    for field in ("vector_env", "single_env", "trainer_env", "potential"):
+        path = getattr(record, field)
+        module, _, attribute = path.partition(":")
+        if path and not (module and attribute):
+            raise ValueError(f'Game.{field}: must be "module:attribute", got {path!r}')
+    if GAMES.get(record.name) == record:
+        return record
+    for other in GAMES.values():
+        shared = sorted(set(record.names) & set(other.names))
+        if shared:
+            raise ValueError(
+                f"game {record.name!r}: the names {shared} already designate the game "
+                f"{other.name!r}; give it other names"
+            )
+    GAMES[record.name] = record
+    return record
+
+
+def load_entry_points() -> None:
+    """Register the games of the installed distributions' ``gpu_envs.games`` entry points, once
+    per process (each entry point names a :class:`Game` of the same name)."""
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    from importlib.metadata import entry_points
+
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        where = f"entry point {point.name} = {point.value!r} (group {ENTRY_POINT_GROUP})"
+        try:
+            record = point.load()
+        except Exception as error:
+            raise RuntimeError(f"{where} does not load: {error}") from error
+        if not isinstance(record, Game) or record.name != point.name:
+            raise TypeError(f"{where}: must name a gpu_envs.games.Game named {point.name!r}")
+        register_game(record)
+
+
 def game(name: str) -> Game:
-    """The game a run config's ``name`` (a game name, alias or env id, any case) designates;
-    ``KeyError`` naming the known names otherwise."""
+    """The game a run config's ``name`` (a game name, alias or env id, any case) designates,
+    among :data:`GAMES` and then the entry points' games; ``KeyError`` naming the known names
+    otherwise."""
     key = name.lower()
     for record in GAMES.values():
         if key in record.names:
             return record
+    if not _entry_points_loaded:
+        load_entry_points()
+        return game(name)
     known = sorted(n for record in GAMES.values() for n in record.names)
-    raise KeyError(f"unknown game {name!r}; use one of {known}")
+    raise KeyError(
+        f"unknown game {name!r}; use one of {known}, or register yours "
+        "(gpu_envs.games.register_game, docs/write-an-env.md)"
+    )
 
 
 def single_agent_games() -> list[Game]:
-    """The games a greedy evaluation scores by mean return (all but Tag)."""
+    """The games a greedy evaluation scores by mean return (all but Tag), the entry points'
+    included."""
+    load_entry_points()
     return [record for record in GAMES.values() if record.trainer_face != "tag"]

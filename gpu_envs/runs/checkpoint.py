@@ -47,6 +47,7 @@ RESUME_FIXED = {
     "name": "the checkpoint holds this game's envs and networks",
     "env": "the checkpoint holds envs of these parameters, mid-episode",
     "trainer.num_envs": "the checkpoint holds this many envs per process, mid-episode",
+    "trainer.batch_scope": "the checkpoint holds this many envs per process, mid-episode",
     "trainer.train_batch_size": "the iteration count and the learning-rate schedule depend on it",
     "trainer.seed": "the random state comes from the checkpoint: a seed starts a new run only",
 }

@@ -157,15 +157,21 @@ class TrainerConfig:
     """Rollout sizes, run length, seeding and the Fabric launch settings (per rank)."""
 
     num_envs: int = ruled(50, AT_LEAST_ONE)
-    """Environments stepped together on each rank."""
+    """Environments stepped together on each rank (on all ranks with ``batch_scope`` global)."""
     train_batch_size: int = ruled(10000, AT_LEAST_ONE)
-    """Env steps per rollout on each rank, a multiple of ``num_envs`` (``num_steps`` per env)."""
+    """Env steps per rollout on each rank (on all ranks with ``batch_scope`` global), a multiple
+    of ``num_envs`` (``num_steps`` per env)."""
+    batch_scope: str = ruled("per_rank", one_of("per_rank", "global"))
+    """What ``num_envs`` and ``train_batch_size`` count under DDP: ``per_rank`` (each rank runs
+    that many, so the batch of an iteration grows with the ranks) or ``global`` (the totals over
+    all ranks, divided among them: ``num_envs`` must be a multiple of the number of processes, and
+    the run collects the same env steps per iteration, seeded the same, on any number of them)."""
     num_episodes: int = ruled(500, AT_LEAST_ONE)
     """Run length when ``total_timesteps`` is null: ``num_episodes * episode_length`` env steps."""
     total_timesteps: int | None = ruled(None, AT_LEAST_ONE)
     """Run length in env steps over all ranks; null: use ``num_episodes``."""
     seed: int = ruled(42, NON_NEGATIVE)
-    """Base seed; env ``i`` of rank ``r`` gets ``seed + r * num_envs + i``."""
+    """Base seed; env ``i`` of rank ``r`` gets ``seed + r * n + i``, ``n`` the envs of a rank."""
     reward_shaping: float = ruled(
         0.0,
         Rule(
@@ -193,7 +199,14 @@ class TrainerConfig:
     action_sampler: str = ruled("auto", one_of("auto", "torch", "numba"))
     """Draws the actions: torch, numba (CPU only) or auto (numba on the CPU, torch elsewhere)."""
     torch_threads: int = ruled(0, NON_NEGATIVE)
-    """``torch.set_num_threads`` before training; 0 leaves torch's default."""
+    """``torch.set_num_threads`` of each rank; 0: its share of the CPUs, those this process may
+    use divided by the processes on its node (at least 1). The share also caps the envs' numba
+    threads."""
+    collective_timeout: float = ruled(300.0, POSITIVE)
+    """Seconds a rank waits for the others in a collective (DDP's gradient all-reduce, the
+    metrics, checkpoints), and at start-up for all to connect, before the run fails, naming the
+    rank that did not answer when known (Fabric's ``DDPStrategy(timeout=...)``; torch's default
+    is 30 minutes)."""
     compile: bool = False
     """``torch.compile`` each policy's gradient step (one process) or loss (DDP) at warm-up."""
     cuda_graphs: bool = True
@@ -209,6 +222,18 @@ class TrainerConfig:
     def num_steps(self) -> int:
         """Rollout length per env: ``train_batch_size // num_envs``."""
         return self.train_batch_size // self.num_envs
+
+    def envs_per_rank(self, processes: int) -> int:
+        """The envs each of ``processes`` ranks runs (``batch_scope``); raises ``ConfigError``
+        when a global ``num_envs`` does not divide among them."""
+        if self.batch_scope == "per_rank":
+            return self.num_envs
+        if self.num_envs % processes:
+            raise ConfigError(
+                f"trainer.num_envs: with batch_scope 'global' it must be a multiple of the number "
+                f"of processes ({processes}), got {self.num_envs}"
+            )
+        return self.num_envs // processes
 
 
 @dataclass
@@ -277,20 +302,25 @@ class OpponentsConfig:
     (near-uniform actions: the random team). 0: the initial weights only."""
 
 
-#: Every name a run config may give -> the game it designates (``gpu_envs.games``).
-GAMES = {name: record.name for record in games_registry.GAMES.values() for name in record.names}
-
-
 #: The values of ``RunConfig.defaults``.
 DEFAULTS = ("gpu_envs", "warpdrive")
 
 
 def game_of(name: str) -> str:
-    """The game (a name of ``gpu_envs.games.GAMES``) a config ``name`` or env id designates."""
+    """The game (a name of ``gpu_envs.games.GAMES``, registered ones included) a config ``name``
+    or env id designates."""
     try:
-        return GAMES[name.lower()]
+        return games_registry.game(name).name
+    except KeyError as error:
+        raise ConfigError(f"name: {error.args[0]}") from None
+
+
+def _is_game(name: str) -> bool:
+    try:
+        games_registry.game(name)
     except KeyError:
-        raise ConfigError(f"name: unknown game {name!r}; use one of {sorted(set(GAMES))}") from None
+        return False
+    return True
 
 
 @dataclass
@@ -300,8 +330,9 @@ class RunConfig:
     name: str = field(
         metadata={
             "rule": Rule(
-                lambda name: name.lower() in GAMES,
-                f"a game of gpu_envs.games ({', '.join(games_registry.GAMES)}) or its env id",
+                _is_game,
+                f"a game of gpu_envs.games ({', '.join(games_registry.GAMES)}) or its env id, or "
+                "a registered game (gpu_envs.games.register_game)",
             )
         }
     )
@@ -392,6 +423,8 @@ def _check_relations(config: RunConfig) -> None:
             f"trainer.train_batch_size: must be a multiple of num_envs ({trainer.num_envs}), "
             f"got {trainer.train_batch_size}"
         )
+    if isinstance(trainer.devices, int):  # else the launch knows the processes (TrainingRun)
+        trainer.envs_per_rank(trainer.devices * trainer.num_nodes)
     if trainer.reward_shaping and not games_registry.GAMES[config.game].potential:
         raise ConfigError(
             f"trainer.reward_shaping: {config.game} declares no potential "

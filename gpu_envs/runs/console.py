@@ -107,8 +107,8 @@ def banner(run) -> str:
     ranks = f" x {run.world_size} processes" if run.world_size > 1 else ""
     return "\n".join(
         (
-            f"gpu-envs train: {config.name} on {run.device}{ranks}: {tc.num_envs} envs x "
-            f"{tc.num_steps} steps = {tc.num_envs * tc.num_steps} env steps per iteration"
+            f"gpu-envs train: {config.name} on {run.device}{ranks}: {run.num_envs} envs x "
+            f"{tc.num_steps} steps = {run.num_envs * tc.num_steps} env steps per iteration"
             f"{' per process' if ranks else ''}, {run.num_iterations} iterations "
             f"({run.num_iterations * run.steps_per_iteration:,} env steps)",
             f"  policies: {policies}",

@@ -1,7 +1,8 @@
 """Bundled run configs: ``cartpole``, ``pendulum``, ``acrobot``, ``mountaincar`` and
 ``mountaincar-continuous`` (tuned for fast CPU learning, each game's default preset, see
 ``gpu_envs.games``), ``tag`` (the seed config) and ``tag-selfplay`` (both Tag teams learn, fast on
-a CPU).
+a CPU). A game registered outside the package (``gpu_envs.games.register_game``) without a
+preset of its own gets ``default_preset(game)``: PPO for one agent, named after the game.
 
 Each preset is plain data in the ``RunConfig`` shape; ``preset(name)`` returns a fresh deep copy.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 
-from gpu_envs.games import GAMES
+from gpu_envs.games import GAMES, Game, game
 from gpu_envs.games.tag.params import seed_config
 
 # Tuned for wall-clock on a small CPU, where every torch call costs microseconds whatever its size:
@@ -241,8 +242,54 @@ PRESETS = {
 }
 
 
+def default_preset(record: Game) -> dict:
+    """The run config of a single-agent game that has no preset (a registered one): PPO with
+    CARTPOLE's small-CPU rollouts (64 envs x 16 steps), CleanRL's discounting (gamma 0.99, GAE
+    lambda 0.95) and entropy bonus (0.01 for a discrete action, none for a continuous one), 10
+    epochs of 4 minibatches, 64x64 tanh units, lr 1e-3 annealed over 200k env steps, the env's own
+    keyword defaults, a greedy evaluation every 5 iterations stopping at the game's
+    ``solved_threshold`` (none: the run goes on to its last step).
+    Override any field as for a preset (``trainer.total_timesteps=...``)."""
+    if record.trainer_face not in ("discrete", "continuous"):
+        raise KeyError(
+            f"game {record.name!r} (trainer_face {record.trainer_face!r}) has no default preset: "
+            "give a run config (--config FILE)"
+        )
+    config = merged(
+        CARTPOLE,
+        dict(
+            name=record.name,
+            trainer=dict(num_envs=64, train_batch_size=64 * 16, total_timesteps=200_000),
+            policy=dict(
+                agent=dict(
+                    gamma=0.99,
+                    lr=0.001,
+                    gae_lambda=0.95,
+                    entropy_coeff=0.01 if record.trainer_face == "discrete" else 0.0,
+                    update_epochs=10,
+                    num_minibatches=4,
+                    model=dict(fc_dims=[64, 64]),
+                )
+            ),
+            saving=dict(name=f"{record.name}_ppo"),
+            evaluation=dict(eval_freq=5, stop_value=record.solved_threshold),
+        ),
+    )
+    config["env"] = {}
+    return config
+
+
 def preset(name: str) -> dict:
-    """A fresh copy of the preset ``name`` (a key of :data:`PRESETS`)."""
-    if name not in PRESETS:
-        raise KeyError(f"unknown preset {name!r}; available: {', '.join(PRESETS)}")
-    return copy.deepcopy(PRESETS[name])
+    """A fresh copy of the preset ``name`` (a key of :data:`PRESETS`); for any other name of a
+    game (an alias, an env id, a registered game's name), that game's preset, or its
+    :func:`default_preset` when it has none."""
+    if name in PRESETS:
+        return copy.deepcopy(PRESETS[name])
+    try:
+        record = game(name)
+    except KeyError:
+        raise KeyError(
+            f"unknown preset {name!r}; available: {', '.join(PRESETS)}, or the name of a "
+            "registered game (gpu_envs.games.register_game)"
+        ) from None
+    return preset(record.preset) if record.preset in PRESETS else default_preset(record)

@@ -1,5 +1,5 @@
-"""gymnasium's vector wrappers on gpu_envs/CartPole-v1 (directly on torch tensors, or through
-ArrayConversion), and the torch-native normalizers against gymnasium's on the same data."""
+"""gymnasium's vector wrappers on gpu_envs/CartPole-v1 (directly on torch tensors, or on the NumPy
+face ``array="numpy"``), and the torch-native normalizers against gymnasium's on the same data."""
 
 import gymnasium as gym
 import gymnasium.wrappers.vector as V
@@ -8,7 +8,6 @@ import pytest
 import torch
 from gymnasium.vector import AutoresetMode
 from gymnasium.wrappers.utils import RunningMeanStd as GymRunningMeanStd
-from gymnasium.wrappers.vector import ArrayConversion
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -33,7 +32,7 @@ DIRECT = {
     "TransformAction": lambda env: V.TransformAction(env, lambda a: 1 - a),
     "DictInfoToList": V.DictInfoToList,
 }
-# Wrappers written for NumPy: they run on ArrayConversion(env, env_xp=torch, target_xp=numpy).
+# Wrappers written for NumPy: they run on the NumPy face, gym.make_vec(..., array="numpy").
 CONVERTED = {
     "RecordEpisodeStatistics": V.RecordEpisodeStatistics,
     "NormalizeObservation": V.NormalizeObservation,
@@ -54,7 +53,7 @@ CONVERTED = {
     "ReshapeObservation": lambda env: V.ReshapeObservation(env, (2, 2)),
     "FlattenObservation": V.FlattenObservation,
 }
-# Wrappers that need gymnasium[other] (moviepy, opencv); they run through ArrayConversion.
+# Wrappers that need gymnasium[other] (moviepy, opencv); they run on the NumPy face.
 OPTIONAL = {
     "RecordVideo": (
         "moviepy",
@@ -69,7 +68,7 @@ NOT_APPLICABLE = {
     "FilterObservation": "needs a Dict observation space",
     "GrayscaleObservation": "needs image observations",
     "ResizeObservation": "needs image observations",
-    "ArrayConversion": "a conversion wrapper: used by the CONVERTED cases",
+    "ArrayConversion": "a conversion wrapper: the NumPy face (array='numpy') is one",
     "JaxToNumpy": "converts from JAX envs",
     "JaxToTorch": "converts from JAX envs",
     "NumpyToTorch": "converts from NumPy envs (ours already return torch)",
@@ -103,8 +102,8 @@ def test_wrapper_steps_directly_on_torch_tensors(name):
 
 
 @pytest.mark.parametrize("name", sorted(CONVERTED))
-def test_wrapper_steps_through_array_conversion(name):
-    env = CONVERTED[name](ArrayConversion(make_env(), env_xp=torch, target_xp=np))
+def test_wrapper_steps_on_the_numpy_face(name):
+    env = CONVERTED[name](make_env(array="numpy"))
     obs, rewards, terminated, truncated, _ = run(env, 30, lambda a: a)[-1]
     assert isinstance(obs, np.ndarray) and isinstance(rewards, np.ndarray)
     assert obs.shape[0] == NUM_ENVS and terminated.shape == truncated.shape == (NUM_ENVS,)
@@ -112,13 +111,11 @@ def test_wrapper_steps_through_array_conversion(name):
 
 
 @pytest.mark.parametrize("name", sorted(OPTIONAL))
-def test_optional_wrapper_steps_through_array_conversion(name, tmp_path, monkeypatch):
+def test_optional_wrapper_steps_on_the_numpy_face(name, tmp_path, monkeypatch):
     module, factory = OPTIONAL[name]
     pytest.importorskip(module)
     monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
-    env = factory(
-        ArrayConversion(make_env(render_mode="rgb_array"), env_xp=torch, target_xp=np), tmp_path
-    )
+    env = factory(make_env(render_mode="rgb_array", array="numpy"), tmp_path)
     obs = run(env, 10, lambda a: a)[-1][0]
     assert obs.shape == (NUM_ENVS, 4)
     env.close()
@@ -135,9 +132,9 @@ def test_numpy_wrappers_fail_directly_on_torch_tensors():
 
 
 def paired_runs(ours, theirs, steps: int = 150, **env_kwargs):
-    """The same actions through our wrapper (torch) and gymnasium's (through ArrayConversion)."""
+    """The same actions through our wrapper (torch) and gymnasium's (on the NumPy face)."""
     mine = ours(make_env(**env_kwargs))
-    reference = theirs(ArrayConversion(make_env(**env_kwargs), env_xp=torch, target_xp=np))
+    reference = theirs(make_env(array="numpy", **env_kwargs))
     actions = np.random.default_rng(0).integers(0, 2, (steps, NUM_ENVS))
     got = [mine.reset(seed=0)] + [mine.step(torch.as_tensor(a)) for a in actions]
     want = [reference.reset(seed=0)] + [reference.step(a) for a in actions]

@@ -102,6 +102,54 @@ def test_tensors_stay_on_the_env_device_and_time_outs_are_handed_over():
     assert not torch.equal(extras["final_observations"]["policy"], obs["policy"])
 
 
+def randomise_like_rsl_rl(env: RslRlVecEnv) -> None:
+    """What ``OnPolicyRunner.learn(..., init_at_random_ep_len=True)`` does to the env."""
+    env.episode_length_buf = torch.randint_like(
+        env.episode_length_buf, high=int(env.max_episode_length)
+    )
+
+
+def test_random_episode_lengths_bring_the_first_time_outs_earlier():
+    horizon, n = 20, 32
+    env = make_rsl_rl_env("gpu_envs/Pendulum-v1", num_envs=n, seed=0, max_episode_steps=horizon)
+    torch.manual_seed(0)
+    randomise_like_rsl_rl(env)
+    start = env.episode_length_buf.clone()
+    assert len(set(start.tolist())) > 5
+    first_time_out = torch.full((n,), -1)
+    for step in range(1, horizon + 1):  # Pendulum never terminates: every end is a time-out
+        _, _, dones, extras = env.step(torch.zeros(n, 1))
+        assert torch.equal(dones, extras["time_outs"])
+        first_time_out[extras["time_outs"] & (first_time_out < 0)] = step
+    assert torch.equal(first_time_out, horizon - start)
+    # each env restarted at its first time-out: it is now `start` steps into its next episode
+    assert torch.equal(env.episode_length_buf, start)
+
+
+def test_runner_learn_with_init_at_random_ep_len_spreads_the_episodes():
+    horizon, n = 16, 32
+    env = make_rsl_rl_env("gpu_envs/Pendulum-v1", num_envs=n, seed=0, max_episode_steps=horizon)
+    torch.manual_seed(0)
+    runner = OnPolicyRunner(env, ppo_cfg(GAUSSIAN, num_steps_per_env=horizon), None, "cpu")
+    runner.learn(1, init_at_random_ep_len=True)
+    # without the randomisation all 32 envs would time out together at step 16 and sit at 0 now
+    assert len(set(env.episode_length_buf.tolist())) > 5
+
+
+def test_episode_length_buf_refuses_bad_counts_and_envs_without_counters():
+    env = make_rsl_rl_env("gpu_envs/Pendulum-v1", num_envs=4, seed=0)
+    with pytest.raises(ValueError, match=r"episode steps must be integers in \[0"):
+        env.episode_length_buf = torch.tensor([0, 1, -1, 2])
+    with pytest.raises(ValueError, match=r"integers of shape \(4,\)"):
+        env.episode_length_buf = torch.zeros(4)
+    with pytest.raises(ValueError, match=r"integers of shape \(4,\)"):
+        env.episode_length_buf = torch.zeros(3, dtype=torch.long)
+    assert torch.equal(env.episode_length_buf, torch.zeros(4, dtype=torch.long))
+    other = RslRlVecEnv(GymnasiumTorch("Pendulum-v1", 4), device="cpu", seed=0)
+    with pytest.raises(TypeError, match="init_at_random_ep_len=False"):
+        other.episode_length_buf = torch.ones(4, dtype=torch.long)
+
+
 def test_one_hot_categorical_distribution_matches_torch_categorical():
     dist = OneHotCategoricalDistribution(3)
     logits = torch.randn(5, 3)

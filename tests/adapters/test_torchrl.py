@@ -11,7 +11,7 @@ pytest.importorskip("torchrl")
 
 from gymnasium.vector import AutoresetMode
 from tensordict import TensorDict
-from torchrl.envs.utils import check_env_specs
+from torchrl.envs.utils import MarlGroupMapType, check_env_specs
 
 from gpu_envs.adapters.torchrl import CartPoleTorchRLEnv, KernelTorchRLEnv, TagTorchRLEnv
 from gpu_envs.games.cartpole import CartPoleVectorEnv
@@ -162,6 +162,208 @@ def test_tag_transitions_and_partial_resets_match_same_step_tag_env():
             assert torch.equal(root[group, "active"], info["active"][:, agents])
         partial_resets += int(0 < terminated.sum() < games)
     assert partial_resets >= 2
+
+
+# ------------------------------------------------------------------------------------- group_map
+def _group_rollouts(group_map, steps: int = 12) -> tuple[TagTorchRLEnv, TensorDict]:
+    """A rollout of Tag with ``group_map`` and index actions drawn per agent from one generator
+    (the same actions for every group map)."""
+    env = TagTorchRLEnv(2, **TAG_PARAMS, **INDEX, group_map=group_map)
+    names = env.batched_env.agent_names
+    nvec = torch.tensor(env.batched_env.action_nvec)
+    gen = torch.Generator().manual_seed(0)
+    actions = [(torch.rand(2, 5, 2, generator=gen) * nvec).long() for _ in range(steps)]
+    env.set_seed(4)
+    root, transitions = env.reset(), []
+    for a in actions:
+        for group, agents in env.group_map.items():
+            root[group, "action"] = a[:, [names.index(agent) for agent in agents]]
+        transition, root = env.step_and_maybe_reset(root)
+        transitions.append(transition.clone())
+    return env, torch.stack(transitions, dim=1)
+
+
+def _per_agent(env: TagTorchRLEnv, rollout: TensorDict, key) -> dict[str, torch.Tensor]:
+    """Each agent's ``key`` entries of the rollout, by agent name."""
+    return {
+        agent: rollout[("next", group, key)][:, :, i]
+        for group, agents in env.group_map.items()
+        for i, agent in enumerate(agents)
+    }
+
+
+@pytest.mark.parametrize(
+    "group_map",
+    [
+        MarlGroupMapType.ALL_IN_ONE_GROUP,
+        MarlGroupMapType.ONE_GROUP_PER_AGENT,
+        {"mixed": ["runner_2", "tagger_0"], "rest": ["runner_0", "tagger_1", "runner_1"]},
+    ],
+    ids=["all_in_one", "one_per_agent", "dict"],
+)
+def test_group_maps_regroup_the_same_agents(group_map):
+    default_env, default = _group_rollouts(None)
+    env, grouped = _group_rollouts(group_map)
+    check_env_specs(env, seed=0)
+    for key in ("observation", "reward", "active"):
+        want, got = _per_agent(default_env, default, key), _per_agent(env, grouped, key)
+        assert set(got) == set(want)
+        assert all(torch.equal(got[agent], want[agent]) for agent in want)
+    assert torch.equal(grouped["next", "done"], default["next", "done"])
+
+
+def test_all_in_one_group_has_single_reward_and_action_keys():
+    env = TagTorchRLEnv(3, **TAG_PARAMS, group_map=MarlGroupMapType.ALL_IN_ONE_GROUP)
+    assert env.group_map == {
+        "agents": [*(f"tagger_{i}" for i in range(2)), "runner_0", "runner_1", "runner_2"]
+    }
+    assert env.reward_key == ("agents", "reward") and env.action_key == ("agents", "action")
+    assert env.n_agents == 5
+    assert env.observation_spec["agents", "observation"].shape == (3, 5, env.batched_env.obs_dim)
+    with pytest.raises(KeyError, match="more than one key"):  # the teams: two reward keys
+        _ = TagTorchRLEnv(3, **TAG_PARAMS).reward_key
+
+
+@pytest.mark.parametrize(
+    "group_map, match",
+    [
+        ({"a": ["tagger_0", "tagger_1"]}, "runner_0 wasn't found in any group"),
+        (
+            {"a": ["tagger_0", "tagger_0"], "b": ["tagger_1", "runner_0", "runner_1", "runner_2"]},
+            "present more than once",
+        ),
+        ({"a": ["tagger_9"]}, "tagger_9 wasn't present"),
+        ({"done": ["tagger_0", "tagger_1", "runner_0", "runner_1", "runner_2"]}, "root keys"),
+        ({1: ["tagger_0"]}, "group_map must be"),
+        ("agents", "group_map must be"),
+    ],
+)
+def test_bad_group_maps_are_refused_naming_the_problem(group_map, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        TagTorchRLEnv(1, **TAG_PARAMS, group_map=group_map)
+
+
+class _TwoHeads(torch.distributions.Distribution):
+    """Tag's action as TorchRL's tutorial policy samples it: independent categorical heads over
+    the blocks ``nvec`` of the logits, an (acceleration index, turn index) pair."""
+
+    arg_constraints: dict = {}
+
+    def __init__(self, logits: torch.Tensor, nvec):
+        self.heads = [
+            torch.distributions.Categorical(logits=block) for block in logits.split(list(nvec), -1)
+        ]
+        super().__init__(batch_shape=logits.shape[:-1], validate_args=False)
+
+    def sample(self, sample_shape=()):
+        return torch.stack([head.sample(sample_shape) for head in self.heads], -1)
+
+    def log_prob(self, value):
+        return sum(head.log_prob(value[..., i]) for i, head in enumerate(self.heads))
+
+    def entropy(self):
+        return sum(head.entropy() for head in self.heads)
+
+    @property
+    def deterministic_sample(self):
+        return torch.stack([head.probs.argmax(-1) for head in self.heads], -1)
+
+
+def test_torchrl_multi_agent_ppo_tutorial_runs_on_tag_as_one_group():
+    """The core of TorchRL's multi-agent PPO tutorial (its VMAS env swapped for Tag with
+    ``group_map=ALL_IN_ONE_GROUP``, a categorical policy for Tag's discrete actions, small sizes):
+    RewardSum on ``env.reward_key``, MultiAgentMLP policy and centralised critic, a collector,
+    ClipPPOLoss with the reward key set, GAE and two updates."""
+    from tensordict.nn import TensorDictModule
+    from torchrl.collectors import Collector
+    from torchrl.data.replay_buffers import ReplayBuffer
+    from torchrl.data.replay_buffers.samplers import SamplerWithoutReplacement
+    from torchrl.data.replay_buffers.storages import LazyTensorStorage
+    from torchrl.envs import RewardSum, TransformedEnv
+    from torchrl.modules import MultiAgentMLP, ProbabilisticActor
+    from torchrl.objectives import ClipPPOLoss, ValueEstimators
+
+    torch.manual_seed(0)
+    tag = TagTorchRLEnv(4, **TAG_PARAMS, **INDEX, group_map=MarlGroupMapType.ALL_IN_ONE_GROUP)
+    env = TransformedEnv(
+        tag, RewardSum(in_keys=[tag.reward_key], out_keys=[("agents", "episode_reward")])
+    )
+    check_env_specs(env)
+    obs_dim = env.observation_spec["agents", "observation"].shape[-1]
+    nvec = tag.batched_env.action_nvec
+    mlp = dict(n_agents=env.n_agents, depth=2, num_cells=32, activation_class=torch.nn.Tanh)
+    policy = ProbabilisticActor(
+        module=TensorDictModule(
+            MultiAgentMLP(obs_dim, sum(nvec), centralised=False, share_params=True, **mlp),
+            in_keys=[("agents", "observation")],
+            out_keys=[("agents", "logits")],
+        ),
+        spec=env.full_action_spec_unbatched,
+        in_keys={"logits": ("agents", "logits")},
+        out_keys=[env.action_key],
+        distribution_class=_TwoHeads,
+        distribution_kwargs={"nvec": nvec},
+        return_log_prob=True,
+        log_prob_key=("agents", "sample_log_prob"),
+    )
+    critic = TensorDictModule(
+        MultiAgentMLP(obs_dim, 1, centralised=True, share_params=True, **mlp),
+        in_keys=[("agents", "observation")],
+        out_keys=[("agents", "state_value")],
+    )
+    frames_per_batch, minibatch_size = 64, 16
+    collector = Collector(
+        env, policy, frames_per_batch=frames_per_batch, total_frames=2 * frames_per_batch
+    )
+    replay_buffer = ReplayBuffer(
+        storage=LazyTensorStorage(frames_per_batch),
+        sampler=SamplerWithoutReplacement(),
+        batch_size=minibatch_size,
+    )
+    loss_module = ClipPPOLoss(
+        actor=policy,
+        critic=critic,
+        clip_epsilon=0.2,
+        entropy_coeff=1e-4,
+        normalize_advantage=False,
+    )
+    loss_module.set_keys(
+        reward=env.reward_key,
+        action=env.action_key,
+        sample_log_prob=("agents", "sample_log_prob"),
+        value=("agents", "state_value"),
+    )
+    loss_module.make_value_estimator(ValueEstimators.GAE, gamma=0.99, lmbda=0.9)
+    optim = torch.optim.Adam(loss_module.parameters(), 3e-4)
+    before = [p.detach().clone() for p in loss_module.parameters()]
+    iterations = 0
+    for data in collector:
+        for key in ("done", "terminated"):  # the shared flags, expanded to the agents' rewards
+            data.set(
+                ("next", key),
+                data.get(("next", key))
+                .unsqueeze(-1)
+                .expand(data.get(("next", env.reward_key)).shape),
+            )
+        with torch.no_grad():
+            loss_module.value_estimator(
+                data,
+                params=loss_module.critic_network_params,
+                target_params=loss_module.target_critic_network_params,
+            )
+        replay_buffer.extend(data.reshape(-1))
+        for _ in range(frames_per_batch // minibatch_size):
+            losses = loss_module(replay_buffer.sample())
+            loss = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
+            assert torch.isfinite(loss)
+            loss.backward()
+            optim.step()
+            optim.zero_grad()
+        collector.update_policy_weights_()
+        assert data["next", "agents", "episode_reward"].shape == (4, 16, 5, 1)
+        iterations += 1
+    assert iterations == 2
+    assert any(not torch.equal(a, b) for a, b in zip(before, loss_module.parameters()))
 
 
 # ------------------------------------------------------------------------------------- action

@@ -1,10 +1,7 @@
-"""`gpu-envs bench cartpole` and `gpu-envs device-check`: records, tables, protocol and failure
-modes.
+"""`gpu-envs bench cartpole`: records, tables, protocol and failure modes (device-check's tests:
+tests/commands/test_device_check.py).
 
-No timed assertions: the machines are shared. The parity checks behind device-check are tested on
-the library (tests/benchmarks/test_parity.py); here, the command's rows, plan and exit status, with
-the CPU as
-both reference and candidate.
+No timed assertions: the machines are shared.
 """
 
 import json
@@ -12,14 +9,10 @@ import statistics
 import time
 
 import pytest
-import torch
 
 from gpu_envs.benchmarks import cartpole as bench
 from gpu_envs.benchmarks import machine, report, timing
-from gpu_envs.cli import build_parser, main
-from gpu_envs.commands import device_check as dc
-from gpu_envs.engine.devices import cuda_available
-from gpu_envs.games import GAMES
+from gpu_envs.cli import main
 
 
 def _run_bench(capsys, *extra):
@@ -193,104 +186,3 @@ def test_format_rate():
         "1.5M",
         "2G",
     ]
-
-
-# ------------------------------------------------------------------------------------ device-check
-#: device-check's parity checks: CartPole 4, Pendulum 2, the registry's others 2 each, Tag 1.
-PARITY_CHECKS = 4 + 2 + 2 * (len(GAMES) - len(dc.DEDICATED_PARITY)) + 1
-
-
-@pytest.mark.skipif(cuda_available(), reason="this machine has a GPU")
-def test_device_check_without_gpu_exits_nonzero_with_a_message(capsys):
-    assert main(["device-check"]) == dc.NO_GPU_EXIT
-    assert "no usable CUDA GPU" in capsys.readouterr().err
-
-
-def test_device_check_arguments():
-    args = build_parser().parse_args(["device-check", "--cartpole-log2", "3:5", "--json"])
-    assert args.cartpole_log2 == range(3, 6) and args.tag_log2 == range(6, 13)
-    assert args.json == "-" and args.func is dc.run
-    with pytest.raises(SystemExit):
-        build_parser().parse_args(["device-check", "--cartpole-log2", "5:3"])
-    args = build_parser().parse_args(["device-check", "--skip-throughput"])
-    plan = dc.plan(args)
-    # CartPole: 2 dtypes x 2 autoreset modes, Pendulum: 2 dtypes, the others: 2 dtypes, Tag
-    assert len(plan) == PARITY_CHECKS
-
-
-def test_parity_rows_report_the_library_check():
-    row = dc.cartpole_parity("cpu", num_envs=4, steps=30, max_episode_steps=10)
-    assert row.status == "PASS", row.result
-    assert row.setting.endswith("max_episode_steps=10, cpu vs cpu")
-    assert row.record["kind"] == "parity" and row.record["game"] == "cartpole"
-    assert row.record["diverged_envs"] == 0 and row.record["steps"] == 30
-    row = dc.pendulum_parity("cpu", num_envs=3, steps=20)
-    assert row.status == "PASS" and row.record["game"] == "pendulum", row.result
-
-
-def test_device_check_table_and_exit_status():
-    rows = [
-        dc.Row("cartpole parity", "float64", "max |diff| 0", "PASS"),
-        dc.Row("cartpole throughput", "2^10 envs", "1M env-steps/s"),
-    ]
-    table = dc.format_table(rows)
-    assert table.splitlines()[0] == "| check | setting | result | status |"
-    assert "| cartpole throughput | 2^10 envs | 1M env-steps/s |  |" in table
-    assert dc.exit_status(rows) == 0
-    assert dc.exit_status(rows + [dc.Row("tag parity", "", "", "FAIL")]) == dc.FAIL_EXIT
-
-
-def test_tag_parity_and_throughput_rows_on_cpu():
-    row = dc.tag_parity("cpu", num_envs=2, steps=12)
-    assert row.status == "PASS", row.result
-    assert row.record["near_ties"] == [] and row.record["mismatches"] == []
-    rows = dc.tag_throughput(
-        "cpu", range(0, 1), dict(repeats=1, target_seconds=0.01, warmup_seconds=0.0)
-    )
-    assert rows[0].record["agents_per_env"] == 105 and "agent-steps/s" in rows[0].result
-
-
-def test_the_full_plan_adds_the_scale_point_and_the_trainer():
-    args = build_parser().parse_args(["device-check"])
-    assert args.tag_scale_envs == 2000 and args.trainer_iterations == 10
-    throughput_checks = 1 + 1 + 1 + 1  # CartPole, Tag, Tag's scale point, the trainer
-    assert len(dc.plan(args)) == PARITY_CHECKS + throughput_checks
-    args = build_parser().parse_args(
-        ["device-check", "--tag-scale-envs", "0", "--trainer-iterations", "0"]
-    )
-    assert len(dc.plan(args)) == PARITY_CHECKS + 2
-
-
-def test_the_prepared_gpu_script_at_ci_sizes_has_every_part():
-    """``--full --small`` (run end to end by .ci/run): every parity check, one lean-step size per
-    game, the trainer for CartPole and Tag (graphs on as well where torch has CUDA), the cold and
-    warm first step of CartPole and Tag."""
-    args = build_parser().parse_args(["device-check", "--full", "--small", "--device", "cpu"])
-    trainer_rows = 2 * (2 if torch.cuda.is_available() else 1)
-    assert len(dc.full_plan(args)) == PARITY_CHECKS + 3 + trainer_rows + 2
-    assert args.parity_envs == 16 and args.tag_params == dc.SMALL_TAG
-    args = build_parser().parse_args(["device-check", "--full"])
-    lean = [
-        step for step in dc.full_plan(args) if getattr(step, "func", None) is dc.lean_throughput
-    ]
-    assert sorted((step.args[0], step.args[1]) for step in lean) == sorted(
-        (game, n) for game, sizes in dc.FULL_SIZES.items() for n in sizes
-    )
-
-
-def test_the_lean_step_rows_on_cpu():
-    options = dict(repeats=1, target_seconds=0.01, warmup_seconds=0.0, calls_per_repeat=2)
-    plain, graph = dc.lean_throughput("cartpole", 4, "cpu", True, options)
-    assert plain.record["launch"] == "plain launches" and plain.record["host_us_per_step"] > 0
-    assert graph.result == "not run: not on a CUDA GPU"
-
-
-def test_scale_point_and_trainer_rows_on_cpu(capsys):
-    timing_options = dict(repeats=1, target_seconds=0.01, warmup_seconds=0.0)
-    (row,) = dc.tag_scale_throughput("cpu", 1, timing_options)
-    assert row.record["agents_per_env"] == 1000 and "agent-steps/s" in row.result
-    small = ["trainer.num_envs=2", "trainer.train_batch_size=20", "env.num_runners=6"]
-    (row,) = dc.trainer_throughput("cpu", 2, small)
-    assert row.record["iterations"] == 2 and row.record["env_steps"] == 40
-    assert row.record["env_steps_per_s"] > 0 and "env-steps/s" in row.result
-    assert capsys.readouterr().out == ""  # the run's console output went to stderr

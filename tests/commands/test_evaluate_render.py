@@ -1,10 +1,14 @@
 """``gpu-envs train`` (its closing lines), ``evaluate cartpole|tag`` and ``render cartpole|tag`` on
-checkpoints of tiny training runs made through the CLI itself."""
+checkpoints of tiny training runs made through the CLI itself; what ``render`` and ``evaluate
+--on-gymnasium`` print, in fresh processes; the ``evaluate`` commands the docs show."""
 
 import contextlib
 import io
 import json
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import imageio.v3 as iio
 import pytest
@@ -156,6 +160,16 @@ def test_results_message_without_any_checkpoint(tmp_path):
     )
 
 
+def test_results_message_says_the_training_time_and_speed(tmp_path):
+    (tmp_path / "ckpt").mkdir()
+    summary = {"reason": "stop_value reached", "env_steps": 22528, "train_seconds": 3.5}
+    timed = {**summary, "update_seconds": 2.0}
+    assert "training time: 2.0 s for 22,528 env steps (11,264 env-steps/s" in results_message(
+        tmp_path, timed
+    )
+    assert "(6,437 env-steps/s" in results_message(tmp_path, {**summary, "update_seconds": None})
+
+
 def test_evaluate_and_render_a_pendulum_checkpoint(tmp_path, capsys):
     """A continuous-action checkpoint rebuilds its Gaussian head: greedy torques, seeded
     episodes."""
@@ -205,9 +219,80 @@ def test_evaluate_on_gymnasium_plays_the_real_env_as_ours(game, env_id, tmp_path
     report_path = tmp_path / "report.json"
     argv = ["evaluate", game, checkpoint, "--on-gymnasium", "--episodes", "3", "--seed", "7"]
     assert cli.main([*argv, "--json", str(report_path)]) == 0
-    assert f"on gymnasium's {env_id}:" in capsys.readouterr().out
+    assert f"3 greedy episodes on gymnasium's own {env_id} (gym.make" in capsys.readouterr().out
     returns = json.loads(report_path.read_text())["policies"]["agent"]["returns"]
     ours = returns_on(f"gpu_envs/{env_id}", checkpoint, game, episodes=3, seed=7)
     assert ours.returns["agent"] == returns and len(returns) == 3
     if game == "mountaincar":
         assert returns == [-40.0] * 3  # an untrained car never reaches the flag in 40 steps
+
+
+@pytest.fixture(scope="module")
+def cartpole_checkpoint(tmp_path_factory) -> str:
+    """The best checkpoint of one tiny CartPole run (20-step episodes)."""
+    return train("cartpole", CARTPOLE, tmp_path_factory.mktemp("cartpole"))[1]
+
+
+def gpu_envs(*argv: str) -> str:
+    """``gpu-envs ARGV`` run as a user runs it, in a fresh process: its stdout."""
+    command = [sys.executable, "-m", "gpu_envs.cli", *argv]
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def test_render_prints_the_return_of_the_episode_it_draws(cartpole_checkpoint, tmp_path):
+    """The printed return is the greedy episode's of that seed (the evaluator's figure), and
+    its steps are the animation's frames after the first."""
+    video = tmp_path / "cartpole.gif"
+    out = gpu_envs("render", "cartpole", cartpole_checkpoint, "--out", str(video), "--seed", "4")
+    line = re.search(r"^episode return (\S+) over (\d+) steps \(seed 4\)$", out, flags=re.M)
+    assert line is not None, out
+    (expected,) = evaluate_checkpoint(cartpole_checkpoint, episodes=1, seed=4).returns["agent"]
+    assert float(line.group(1)) == pytest.approx(expected, abs=0.005)
+    assert int(line.group(2)) == expected  # CartPole: +1 per step
+    with Image.open(video) as gif:
+        durations = [frame.info["duration"] for frame in ImageSequence.Iterator(gif)]
+    assert sum(durations) == pytest.approx((int(line.group(2)) + 1) * 20)
+
+
+def test_evaluate_on_gymnasium_says_which_env_played(cartpole_checkpoint, tmp_path):
+    """The default report and the ``--on-gymnasium`` one differ in their first line and their
+    JSON ``env``, not only in their figures."""
+    reports = {}
+    for where, flags in (("ours", []), ("gymnasium", ["--on-gymnasium"])):
+        path = tmp_path / f"{where}.json"
+        argv = ["evaluate", "cartpole", cartpole_checkpoint, "--episodes", "2", *flags]
+        reports[where] = (gpu_envs(*argv, "--json", str(path)), json.loads(path.read_text()))
+    (ours, ours_json), (theirs, theirs_json) = reports["ours"], reports["gymnasium"]
+    assert "2 greedy episodes on gpu_envs/CartPole-v1 (the run's env), seeds 0..1" in ours
+    assert ours_json["env"] == "gpu_envs/CartPole-v1 (the run's env)"
+    assert (
+        "2 greedy episodes on gymnasium's own CartPole-v1 (gym.make, one episode at a time)"
+        in theirs
+    )
+    assert theirs_json["env"].startswith("gymnasium's own CartPole-v1")
+    assert "gymnasium's own" not in ours
+    expected = returns_on("CartPole-v1", cartpole_checkpoint, "cartpole", episodes=2, seed=0)
+    assert theirs_json["policies"]["agent"]["returns"] == expected.returns["agent"]
+
+
+def test_every_evaluate_command_in_the_docs_names_its_game():
+    """``gpu-envs evaluate`` takes the game first (``evaluate GAME CHECKPOINT``): every command
+    the docs show does, and the concrete ones parse."""
+    from gpu_envs.cli import build_parser
+    from gpu_envs.games import GAMES
+
+    root = Path(__file__).resolve().parents[2]
+    pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    games = {*GAMES, "GAME", "point_goal"}  # point_goal: the game docs/write-an-env.md registers
+    shown = [
+        (page.name, command.replace("`", "").split())
+        for page in pages
+        for command in re.findall(r"gpu-envs evaluate [^`\n]+(?:\n[^`\n]+)?", page.read_text())
+    ]
+    assert len(shown) >= 10
+    for page, words in shown:
+        assert words[2] in games, f"{page}: {' '.join(words)}"
+        if words[2] == "cartpole" and len(words) > 3:
+            assert build_parser().parse_args(words[1:]).game == "cartpole"

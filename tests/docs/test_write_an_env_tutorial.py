@@ -1,10 +1,15 @@
-"""docs/write-an-env.md works as written: its Python blocks, run in order as one module, give a
-registered env that steps, autoresets in the three modes, is seeded, pickles, and (under the CUDA
-simulator) runs the same bits on device="cuda" as on the CPU."""
+"""docs/write-an-env.md works as written: its Python blocks up to "Train it", run in order as one
+module, give a registered env that steps, autoresets in the three modes, is seeded, pickles, and
+(under the CUDA simulator) runs the same bits on device="cuda" as on the CPU. Its "Train it"
+section, run as a user runs it in fresh processes: the tutorial's game trains through
+``register_game`` and through ``gpu-envs train`` with an entry point, and ``gpu-envs evaluate``
+scores it."""
 
 import importlib
+import os
 import pickle
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +21,18 @@ pytest.importorskip("stable_baselines3")  # the tutorial's SB3 section runs too
 TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "write-an-env.md"
 ENV_ID = "tutorial/PointGoal-v0"
 MODES = ["next_step", "same_step", "disabled"]
+TRAIN_IT = "## 4. Train it"
+#: A run of two iterations (16 envs x 16 steps), evaluated after each on 4 episodes.
+TINY_RUN = [
+    "trainer.num_envs=16",
+    "trainer.train_batch_size=256",
+    "trainer.total_timesteps=512",
+    "trainer.compile=false",
+    "trainer.progress_bar=false",
+    "evaluation.eval_freq=1",
+    "evaluation.num_episodes=4",
+]
+COMPILING = "compiling the CPU kernels of tutorial_point_goal (first run only"
 
 
 def python_blocks(text: str) -> list[str]:
@@ -28,8 +45,9 @@ def tutorial(tmp_path_factory):
     """The tutorial's code as an imported module (a real file, so numba can cache and inspect
     it)."""
     folder = tmp_path_factory.mktemp("tutorial")
+    text = TUTORIAL.read_text("utf8")
     (folder / "write_an_env_tutorial.py").write_text(
-        "\n".join(python_blocks(TUTORIAL.read_text("utf8")))
+        "\n".join(python_blocks(text[: text.index(TRAIN_IT)]))
     )
     sys.path.insert(0, str(folder))
     try:
@@ -206,3 +224,87 @@ def test_kernel_args_that_do_not_match_the_buffers_are_refused(tutorial):
 
         with pytest.raises(TypeError, match="KernelArgs has the fields"):
             Mismatched(2)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """A user's project as "Train it" lays it out: ``point_goal.py`` (the env's two blocks and
+    the record), ``train_point_goal.py`` (the script) and, in ``site/``, the same ``point_goal.py``
+    with an installed distribution's metadata declaring the page's entry point (what ``pip
+    install`` of a pyproject.toml with it writes)."""
+    text = TUTORIAL.read_text("utf8")
+    env = python_blocks(text[: text.index("## 3. Use it")])
+    record, script = python_blocks(text[text.index(TRAIN_IT) :])
+    folder = tmp_path_factory.mktemp("project")
+    module = "\n".join([*env, record])
+    (folder / "point_goal.py").write_text(module)
+    (folder / "train_point_goal.py").write_text(script)
+    entry_point = re.search(
+        r'\[project\.entry-points\."gpu_envs\.games"\]\n(.*?)\n```', text, flags=re.S
+    ).group(1)
+    dist_info = folder / "site" / "point_goal_tutorial-0.1.dist-info"
+    dist_info.mkdir(parents=True)
+    (folder / "site" / "point_goal.py").write_text(module)
+    (dist_info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: point-goal-tutorial\nVersion: 0.1\n"
+    )
+    (dist_info / "entry_points.txt").write_text(
+        "[gpu_envs.games]\n" + entry_point.replace('"', "") + "\n"
+    )
+    return folder
+
+
+def run(command: list[str], cwd: Path, cache: Path, pythonpath: Path | None = None):
+    """``command`` in a fresh process, numba's disk cache at ``cache``; its completed process."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache)}
+    env.pop("PYTHONPATH", None)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def test_the_tutorial_game_trains_through_register_game_in_a_fresh_process(project, tmp_path):
+    """The page's script, as ``python train_point_goal.py KEY=VALUE ...``: the game registered
+    by the function trains, saves its checkpoints, and (library use) prints no compile notice,
+    though its kernels compile (a cold cache)."""
+    result = run(
+        [sys.executable, "train_point_goal.py", *TINY_RUN, f"saving.basedir={tmp_path}"],
+        project,
+        tmp_path / "numba_cache",
+    )
+    folder = Path(re.search(r"experiment folder: (\S+),", result.stdout).group(1))
+    assert folder.parent == tmp_path / "point_goal_ppo"
+    assert (folder / "ckpt" / "ckpt_best.pth.tar").is_file()
+    assert "gpu-envs train: point_goal on cpu" in result.stdout  # the run's banner: this game
+    assert re.search(r"best greedy return: -?\d", result.stdout)
+    assert "compiling" not in result.stdout + result.stderr
+
+
+def test_gpu_envs_train_and_evaluate_take_the_tutorial_game_by_its_entry_point(project, tmp_path):
+    """``gpu-envs train point_goal`` in a fresh process finds the game through the installed
+    entry point (PYTHONPATH holds the distribution, as site-packages would), says once that the
+    kernels compile on a cold cache, and ``gpu-envs evaluate point_goal`` scores its checkpoint
+    against the record's threshold, silently on the now warm cache."""
+    cache, site = tmp_path / "numba_cache", project / "site"
+    train = run(
+        [sys.executable, "-m", "gpu_envs.cli", "train", "point_goal", *TINY_RUN]
+        + [f"saving.basedir={tmp_path}"],
+        tmp_path,
+        cache,
+        site,
+    )
+    assert (train.stdout + train.stderr).count(COMPILING) == 1
+    checkpoint = re.search(r"best checkpoint: (\S+)", train.stdout).group(1)
+    assert Path(checkpoint).is_file() and "point_goal_ppo" in checkpoint
+    evaluate = run(
+        [sys.executable, "-m", "gpu_envs.cli", "evaluate", "point_goal", checkpoint]
+        + ["--episodes", "3"],
+        tmp_path,
+        cache,
+        site,
+    )
+    assert "3 greedy episodes on tutorial/PointGoal-v0 (the run's env)" in evaluate.stdout
+    assert re.search(r"agent: mean return \S+ ± \S+ \(PointGoal target 0.8: ", evaluate.stdout)
+    assert "compiling" not in evaluate.stdout + evaluate.stderr

@@ -11,6 +11,10 @@ What is proven, with fakes of ``torch.cuda``'s stream and graph API:
 - the trainer's graph rollout (``trainers/cuda_graph_rollout.py``) carries the observation and
   done flags through its static tensors: two PPO iterations with it end with the eager run's
   weights.
+- stale pointers cannot be replayed: new reset options and Tag's fixed start are copied into the
+  device arrays the kernels (and so a graph) already read; when an env hands its kernels a new
+  array or setting instead, a captured step refuses to replay and the trainer's graph rollout
+  captures again.
 
 What is not: that CUDA records these launches into a graph and that its replays give the same bits
 (the fake graph calls the step again at each replay). That needs a GPU: ``gpu-envs device-check
@@ -18,6 +22,7 @@ What is not: that CUDA records these launches into a graph and that its replays 
 """
 
 import contextlib
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -172,7 +177,11 @@ def test_trainer_graph_rollouts_carry_the_state_like_eager_rollouts(
     replays = []
 
     class FakeCapturedStep:
-        def __init__(self, step, device, warmup_steps=cuda_graphs.WARMUP_STEPS, pool=None):
+        stale = cuda_graphs.CapturedStep.stale
+
+        def __init__(self, step, device, warmup_steps=cuda_graphs.WARMUP_STEPS, pool=None, envs=()):
+            self.envs = envs
+            self.generations = tuple(env.kernel_args_generation for env in envs)
             sampler = step.__self__.collector.sampler  # GraphRollout._rollout's collector's
             state = sampler.state_dict()
             with torch.random.fork_rng():  # a GPU capture runs nothing: no draw is spent
@@ -189,3 +198,91 @@ def test_trainer_graph_rollouts_carry_the_state_like_eager_rollouts(
     monkeypatch.setattr(gpu_envs.games.cartpole, "CartPoleVectorEnv", faces._SimulatedCartPole)
     assert_same(expected, faces._trained_weights(tmp_path, "cuda"), "weights")
     assert len(replays) == 2  # one per iteration
+
+
+def _constants(env) -> list:
+    """The constants the kernels read, as host arrays."""
+    count = len(env.constants())
+    index = len(env._layout) + 1
+    return [np.asarray(a.copy_to_host()) for a in env.kernel_args[index : index + count]]
+
+
+@simulator_only
+@pytest.mark.parametrize("game", list(streams.GAMES))
+def test_new_constants_are_copied_into_the_device_arrays_the_kernels_read(game):
+    """CartPole's and Pendulum's reset bounds, Tag's fixed start at a seeded reset: new values in
+    the same device arrays (the addresses a prepared launch or a graph holds)."""
+    env = streams.make(game, "cuda")
+    _, options = streams.GAMES[game]
+    env.reset(seed=1)
+    arguments, generation, before = env.kernel_args, env.kernel_args_generation, _constants(env)
+    env.reset(seed=2, options=options)
+    assert all(new is old for new, old in zip(env.kernel_args, arguments))
+    assert env.kernel_args_generation == generation
+    after = _constants(env)
+    assert any(not np.array_equal(a, b) for a, b in zip(after, before))  # the values did change
+    for device, host in zip(after, env.constants().values()):
+        np.testing.assert_array_equal(device, host)
+
+
+@simulator_only
+@pytest.mark.parametrize("change", ["setting", "constant shape"])
+def test_a_graph_refuses_to_replay_an_envs_old_kernel_arguments(fake_cuda, monkeypatch, change):
+    env = streams.MAKE["cartpole"]("cuda", validate_actions=False)
+    env.copy_outputs = False
+    env.reset(seed=1)
+    actions = streams.actions_of(env, np.random.default_rng(0))
+    captured = cuda_graphs.CapturedStep(
+        lambda: env.step(actions), torch.device("cuda"), warmup_steps=1, envs=(env,)
+    )
+    fake_cuda.captured = lambda: env.step(actions)
+    captured.replay()
+    env.reset(seed=2, options={"low": -0.01, "high": 0.01})  # copied in place: still valid
+    captured.replay()
+    if change == "setting":
+        settings = env.settings()
+        monkeypatch.setattr(env, "settings", lambda: {**settings, "max_episode_steps": 99})
+    else:
+        constants = env.constants()
+        monkeypatch.setattr(env, "constants", lambda: {**constants, "reset_bounds": np.zeros(4)})
+    env.update_constants()
+    with pytest.raises(cuda_graphs.StaleGraphError, match="CartPoleVectorEnv gave its kernels"):
+        captured.replay()
+    assert [e for e in fake_cuda.events if e[0] == "replay"] == [("replay",)] * 2
+
+
+def test_the_graph_rollout_captures_again_when_the_kernel_arguments_change(monkeypatch):
+    """No warm-up steps the second time: they would advance the run."""
+    from gpu_envs.trainers import cuda_graph_rollout
+
+    captures: list[int] = []
+
+    class FakeCapturedStep:
+        stale = cuda_graphs.CapturedStep.stale
+
+        def __init__(self, step, device, warmup_steps=cuda_graphs.WARMUP_STEPS, pool=None, envs=()):
+            captures.append(warmup_steps)
+            self.envs, self.replays = envs, 0
+            self.generations = tuple(env.kernel_args_generation for env in envs)
+
+        def replay(self):
+            self.replays += 1
+
+    monkeypatch.setattr(cuda_graphs, "CapturedStep", FakeCapturedStep)
+    env = SimpleNamespace(kernel_args_generation=0, copy_outputs=True)
+    obs = torch.zeros(2, 3)
+    game = SimpleNamespace(env=env, reset=lambda seed: obs)
+    timer = SimpleNamespace(phase=lambda name: contextlib.nullcontext())
+    collector = SimpleNamespace(
+        game=game, timer=timer, prev_done=torch.zeros(2, dtype=torch.bool), obs=obs, buffers={}
+    )
+    rollout = cuda_graph_rollout.GraphRollout(collector)
+    collector.graph = rollout
+    rollout.capture()
+    first = rollout.graph
+    rollout.replay()
+    env.kernel_args_generation += 1
+    rollout.replay()
+    rollout.replay()
+    assert captures == [cuda_graphs.WARMUP_STEPS, 0]
+    assert (first.replays, rollout.graph.replays) == (1, 2)

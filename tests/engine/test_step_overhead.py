@@ -118,3 +118,38 @@ def test_fresh_outputs_stay_the_callers_after_the_next_step():
     # the kernels' obs buffer is the last step's obs tensor (a reset writes where the user reads)
     obs_slot = env._layout_index("obs")
     assert np.shares_memory(env.kernel_args[obs_slot], second[0].numpy())
+
+
+def _linear_input(obs: torch.Tensor) -> torch.Tensor:
+    """The obs as an autograd record keeps it (the input a linear layer saves for backward)."""
+    return torch.nn.Linear(4, 2)(obs).grad_fn._saved_mat1
+
+
+#: Ways a caller keeps a step's output (obs, rewards, terminated, truncated) past later steps, and
+#: how the kept object reads as a tensor.
+HOLDERS = {
+    "the tensor": (lambda o: o[0], lambda kept: kept),
+    "a view": (lambda o: o[0][1:], lambda kept: kept),
+    "a NumPy array of it": (lambda o: o[0].numpy(), torch.from_numpy),
+    "a detached alias": (lambda o: o[1].detach(), lambda kept: kept),
+    "a reinterpreting view": (lambda o: o[2].view(torch.uint8), lambda kept: kept),
+    "an autograd record": (lambda o: o[0].sum() * 0 + _linear_input(o[0]), lambda kept: kept),
+}
+
+
+def test_a_step_reuses_output_memory_only_when_nothing_outside_holds_it():
+    env = _env(64)
+    actions = _actions(64, 60)
+    addresses = set()
+    for step_actions in actions[:20]:  # a loop that keeps nothing: a few arrays, reused
+        obs, rewards, terminated, truncated, _ = env.step(step_actions)
+        addresses.add(obs.data_ptr())
+    assert len(addresses) <= 3
+    del obs, rewards, terminated, truncated
+    held = []
+    for index, step_actions in enumerate(actions[20:]):
+        keep, read = list(HOLDERS.values())[index % len(HOLDERS)]
+        kept = keep(env.step(step_actions))  # the step's other outputs are dropped at once
+        held.append((kept, read, read(kept).clone()))
+    for kept, read, values in held:  # each kept output still reads as when it was returned
+        assert torch.equal(read(kept), values)

@@ -20,7 +20,10 @@ from gpu_envs.trainers.game_faces import make_game
 @pytest.mark.parametrize("record", GAMES.values(), ids=list(GAMES))
 def test_each_game_is_registered_loadable_and_has_its_preset(record):
     spec = gym.spec(record.env_id)
-    assert spec.entry_point == record.single_env and spec.vector_entry_point == record.vector_env
+    assert (
+        spec.entry_point == record.single_env
+        and spec.vector_entry_point == record.vector_entry_point
+    )
     assert spec.max_episode_steps == record.max_episode_steps
     assert spec.reward_threshold == record.reward_threshold
     for path in (record.vector_env, record.single_env, record.trainer_env):

@@ -1,9 +1,9 @@
 """Pictures of Tag: one RGB frame per state, animations of whole episodes (GIF, MP4).
 
 Frames are drawn with Pillow: the square arena, taggers as large pink discs, runners still in the
-game as small blue discs, tagged runners (out of the game) in grey, and a label with the timestep
-and "runners left n (p%)". Animations are encoded by imageio (GIF through Pillow; MP4 needs the
-optional ``imageio-ffmpeg`` package).
+game as small blue discs, tagged runners (out of the game) in grey, and above the arena a label
+with the timestep and "runners left n (p%)" and a legend of the three discs. Animations are
+encoded by imageio (GIF through Pillow; MP4 needs the optional ``imageio-ffmpeg`` package).
 
 - ``render_tag_frame(x, y, active, num_taggers, grid_length, t, episode_length)``: one frame.
 - ``render_tag_frames(state, num_taggers, grid_length, episode_length)``: one frame per game of a
@@ -69,7 +69,8 @@ def render_tag_frame(
     active = active.astype(bool)
 
     font = ImageFont.load_default(size=max(10, size // 32))
-    label_height = max(18, size // 16)
+    row = max(18, size // 16)  # the label's two rows: the time and runners left, the legend
+    label_height = 2 * row
     margin = max(6, size // 40)
     image = Image.new("RGB", (size, size + label_height), BACKGROUND)
     draw = ImageDraw.Draw(image)
@@ -94,12 +95,24 @@ def render_tag_frame(
     for mask, radius, colour in layers:
         for cx, cy in zip(px[mask], py[mask]):
             draw.ellipse([cx - radius, cy - radius, cx + radius, cy + radius], fill=colour)
+    legend = (
+        ("tagger", tagger_radius, TAGGER_COLOUR),
+        ("runner", runner_radius, RUNNER_COLOUR),
+        ("tagged runner", runner_radius, TAGGED_COLOUR),
+    )
+    left_edge, middle = float(margin), row + row / 2
+    for text, radius, colour in legend:
+        box = [left_edge, middle - radius, left_edge + 2 * radius, middle + radius]
+        draw.ellipse(box, fill=colour)
+        left_edge += 2 * radius + margin / 2
+        draw.text((left_edge, middle), text, fill=TEXT_COLOUR, font=font, anchor="lm")
+        left_edge += draw.textlength(text, font=font) + 2 * margin
 
     num_runners = n - num_taggers
     left = int(active[num_taggers:].sum())
     share = 100.0 * left / num_runners
     label = f"t = {int(t)} / {int(episode_length)}    runners left {left} ({share:.0f}%)"
-    draw.text((margin, label_height // 2), label, fill=TEXT_COLOUR, font=font, anchor="lm")
+    draw.text((margin, row // 2), label, fill=TEXT_COLOUR, font=font, anchor="lm")
     return np.asarray(image)
 
 

@@ -1,4 +1,5 @@
-"""One episode of Tag played and animated in one call: ``render_episode``."""
+"""One episode of Tag played (``play_episode``), and played and animated in one call
+(``render_episode``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,21 @@ from gpu_envs.games.tag.rendering import animate_episode, save_animation
 Policy = Callable[[torch.Tensor, Any], Any]
 
 
+def play_episode(
+    env_params: Mapping[str, Any] | None = None,
+    policy: Policy | None = None,
+    seed: int = 0,
+    steps: int | None = None,
+) -> dict[str, Any]:
+    """One episode with ``policy`` (random when None) on a Tag env of ``env_params``:
+    ``TagEnv.fetch_episode_states``'s record of it."""
+    env = TagEnv(num_envs=1, device="cpu", **dict(env_params or {}))
+    try:
+        return env.fetch_episode_states(policy, seed=seed, steps=steps)
+    finally:
+        env.close()
+
+
 def render_episode(
     env_params: Mapping[str, Any] | None = None,
     policy: Policy | None = None,
@@ -28,12 +44,7 @@ def render_episode(
 ) -> list[np.ndarray]:
     """Play one episode with ``policy`` (random when None), return its frames, and write them to
     ``out`` (``.gif`` or ``.mp4``) when given. ``env_params`` are TagEnv parameters."""
-    env = TagEnv(num_envs=1, device="cpu", **dict(env_params or {}))
-    try:
-        episode = env.fetch_episode_states(policy, seed=seed, steps=steps)
-    finally:
-        env.close()
-    frames = animate_episode(episode, size=size)
+    frames = animate_episode(play_episode(env_params, policy, seed, steps), size=size)
     if out is not None:
         save_animation(frames, out, fps=fps)
     return frames

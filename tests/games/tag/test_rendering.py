@@ -48,9 +48,29 @@ def test_frame_draws_taggers_runners_and_tagged_runners_in_their_colours():
     tagged = set().union(*(colour_near(frame, 7.5 - d, 7.5 - d, 10.0) for d in (0.0, 0.1, 0.2)))
     assert RUNNER_COLOUR in runner and TAGGED_COLOUR not in runner
     assert TAGGED_COLOUR in tagged and RUNNER_COLOUR not in tagged
-    # Exactly the three discs are coloured: no pink outside the tagger's neighbourhood.
-    pink_rows, pink_cols = np.nonzero(np.all(frame == TAGGER_COLOUR, axis=-1))
+    # Exactly the three discs are coloured in the arena: no pink outside the tagger's
+    # neighbourhood (the legend's disc sits above the arena).
+    arena = frame[frame.shape[0] - SIZE :]
+    pink_rows, pink_cols = np.nonzero(np.all(arena == TAGGER_COLOUR, axis=-1))
     assert pink_cols.min() > SIZE * 0.4 and pink_cols.max() < SIZE * 0.6
+
+
+def test_a_legend_above_the_arena_names_the_three_colours_whatever_the_state():
+    """The label carries a disc of each colour (taggers, runners, tagged runners) even when no
+    runner is tagged, the same in every frame, and text beside them."""
+    x = y = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+    frames = [
+        render_tag_frame(x, y, active, 1, 4.0, t, 9, size=SIZE)
+        for active, t in ((np.ones(3, bool), 0), (np.array([True, False, False]), 7))
+    ]
+    label = frames[0].shape[0] - SIZE
+    legend_rows = [frame[label // 2 : label] for frame in frames]
+    colours = {tuple(int(v) for v in pixel) for pixel in legend_rows[0].reshape(-1, 3)}
+    assert {TAGGER_COLOUR, RUNNER_COLOUR, TAGGED_COLOUR} <= colours
+    assert (legend_rows[0] < 64).all(axis=-1).any()  # dark text: the legend's words
+    assert np.array_equal(legend_rows[0], legend_rows[1])
+    # the first row (time, runners left) is not the legend: it changes with the state
+    assert not np.array_equal(frames[0][: label // 2], frames[1][: label // 2])
 
 
 def test_label_changes_with_time_and_runners_left():
@@ -150,6 +170,34 @@ def test_cli_writes_a_gif(tmp_path, capsys):
         iio.imread(out, index=None).shape[0] <= 4
     )  # 3 steps at most: --episode-length won over the file
     assert "wrote" in capsys.readouterr().out
+
+
+def test_cli_render_tag_prints_each_teams_return_in_a_fresh_process(tmp_path):
+    """``gpu-envs render tag`` as a user runs it: the printed team returns are the sums of the
+    episode's rewards (the same seeded random play, replayed here)."""
+    import re
+    import subprocess
+
+    from gpu_envs.games.tag.replay import play_episode
+
+    out = tmp_path / "tag.gif"
+    params = ["--num-taggers", "1", "--num-runners", "3", "--episode-length", "5"]
+    command = [sys.executable, "-m", "gpu_envs.cli", "render", "tag", *params, "--seed", "3"]
+    result = subprocess.run(
+        [*command, "--size", "64", "--out", str(out)], capture_output=True, text=True, check=True
+    )
+    line = re.search(
+        r"episode returns over (\d+) steps: taggers \(1\) (\S+), runners \(3\) (\S+)$",
+        result.stdout,
+        flags=re.M,
+    )
+    assert line is not None, result.stdout
+    episode = play_episode(dict(num_taggers=1, num_runners=3, episode_length=5), seed=3)
+    rewards = episode["rewards"]
+    assert int(line.group(1)) == rewards.shape[0] <= 5
+    assert float(line.group(2)) == pytest.approx(rewards[:, :1].sum(), abs=0.005)
+    assert float(line.group(3)) == pytest.approx(rewards[:, 1:].sum(), abs=0.005)
+    assert rewards.any(), "a tagging episode: the returns are not trivially zero"
 
 
 def test_cli_rejects_other_suffixes_and_missing_checkpoints(tmp_path):

@@ -1,0 +1,125 @@
+"""The GPU targets of issue 36 and their judgement on ``device-check --full``'s rows.
+
+Each target names the rows it applies to (by their record) and a bound on one figure of them. A
+row measured on a real GPU is "met" or "not met"; one measured elsewhere (the CPU, the CUDA
+simulator) is "not measured", as is a target that no row of the run applies to.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from gpu_envs.benchmarks import report
+from gpu_envs.commands.device_check_rows import Row
+
+MET, NOT_MET, NOT_MEASURED = "met", "not met", "not measured"
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """``field`` of the rows that ``applies`` to (their record) is at least (``at_least``) or at
+    most ``bound``."""
+
+    name: str
+    field: str
+    bound: float
+    at_least: bool
+    unit: str
+    applies: Callable[[dict], bool]
+
+    @property
+    def text(self) -> str:
+        value = report.format_rate(self.bound) if self.bound >= 1e3 else f"{self.bound:g}"
+        return f"{'>=' if self.at_least else '<='} {value} {self.unit}"
+
+    def judge(self, record: dict, on_gpu: bool) -> str:
+        """MET, NOT_MET, or NOT_MEASURED (not on a GPU, or the row lacks the figure)."""
+        value = record.get(self.field)
+        if not on_gpu or value is None:
+            return NOT_MEASURED
+        return MET if (value >= self.bound if self.at_least else value <= self.bound) else NOT_MET
+
+
+def _cartpole_at_2_20(dtype: str) -> Callable[[dict], bool]:
+    return lambda r: (
+        r.get("game") == "cartpole" and r.get("num_envs") == 2**20 and r.get("dtype") == dtype
+    )
+
+
+def _lean(launch: str) -> Callable[[dict], bool]:
+    return lambda r: r.get("launch") == launch and "host_us_per_step" in r
+
+
+#: Issue 36's GPU targets: CartPole's lean step at 2^20 envs (half the H200's HBM roof in float64),
+#: and the host's work per step of every lean row.
+GPU_TARGETS = (
+    Target(
+        "CartPole float64, 2^20 envs",
+        "env_steps_per_s",
+        20e9,
+        True,
+        "env-steps/s",
+        _cartpole_at_2_20("float64"),
+    ),
+    Target(
+        "CartPole float32, 2^20 envs",
+        "env_steps_per_s",
+        30e9,
+        True,
+        "env-steps/s",
+        _cartpole_at_2_20("float32"),
+    ),
+    Target(
+        "host work per plain step",
+        "host_us_per_step",
+        10.0,
+        False,
+        "us",
+        _lean("plain launches"),
+    ),
+    Target(
+        "host work per graph-replayed step",
+        "host_us_per_step",
+        2.0,
+        False,
+        "us",
+        _lean("graph replay"),
+    ),
+)
+
+
+def mark(row: Row, on_gpu: bool, targets: tuple[Target, ...] = GPU_TARGETS) -> Row:
+    """Add to ``row.targets`` each target that applies to it, with its verdict (in place)."""
+    row.targets += [
+        {"target": t.name, "bound": t.text, "status": t.judge(row.record, on_gpu)}
+        for t in targets
+        if t.applies(row.record)
+    ]
+    return row
+
+
+def summary(rows: list[Row], on_gpu: bool, targets: tuple[Target, ...] = GPU_TARGETS) -> list[dict]:
+    """Each target with the rows it applies to and their verdicts: "met" when every one of them
+    met it, "not met" when one did not, "not measured" when none was measured on a GPU."""
+    out = []
+    for target in targets:
+        judged = [
+            (f"{r.check}: {r.setting}", target.judge(r.record, on_gpu))
+            for r in rows
+            if target.applies(r.record)
+        ]
+        verdicts = {verdict for _, verdict in judged}
+        if not verdicts or verdicts == {NOT_MEASURED}:
+            status = NOT_MEASURED
+        else:
+            status = NOT_MET if NOT_MET in verdicts else MET
+        out.append(
+            {
+                "target": target.name,
+                "bound": target.text,
+                "status": status,
+                "rows": [{"row": name, "status": verdict} for name, verdict in judged],
+            }
+        )
+    return out

@@ -1,0 +1,118 @@
+"""A rank that dies (kill -9) or hangs (SIGSTOP) in a 2-process gloo run: rank 0 stops within
+``trainer.collective_timeout`` with the trainer's own message (which rank, the last checkpoint, the
+resume command), exits with an error and records the run ``failed``; the command it prints resumes
+the run.
+
+The tests run this file as a script (``gpu-envs train``'s command line, rank 1 stopping itself
+after iteration ``FAULT_AT``'s rollout); Fabric's launcher starts rank 1 by running it again.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpu_envs.runs import run_control
+
+FAULT_AT, TIMEOUT_S = 3, 30  # the timeout also bounds the start-up (a loaded machine)
+ARGS = [
+    "cartpole", "--devices", "2", "--strategy", "ddp", "--accelerator", "cpu",
+    "trainer.num_envs=4", "trainer.train_batch_size=32", "trainer.total_timesteps=640",
+    "trainer.compile=false", "trainer.progress_bar=false", "policy.agent.model.fc_dims=[8]",
+    "evaluation.eval_freq=0", "saving.model_params_save_freq=2", "saving.tag=run",
+    f"trainer.collective_timeout={TIMEOUT_S}",
+]  # fmt: skip
+
+
+def _run(tmp_path: Path, fault: str) -> tuple[subprocess.CompletedProcess, float]:
+    """Rank 0's exit code and output, and how long it ran. Through files, not pipes: a stopped
+    rank 1 would hold a pipe open after rank 0 ended."""
+    out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    command = [sys.executable, __file__, fault, *ARGS, f"saving.basedir={tmp_path}"]
+    start = time.monotonic()
+    with out.open("w") as stdout, err.open("w") as stderr:
+        code = subprocess.run(command, stdout=stdout, stderr=stderr, timeout=240, cwd=tmp_path)
+    seconds = time.monotonic() - start
+    return subprocess.CompletedProcess(
+        command, code.returncode, out.read_text(), err.read_text()
+    ), seconds
+
+
+def _rank1_pid(stderr: str) -> int:
+    found = re.search(r"rank 1 \(process (\d+)\)", stderr)
+    assert found, stderr[-3000:]
+    return int(found.group(1))
+
+
+def _check_report(done: subprocess.CompletedProcess, tmp_path: Path, what: str) -> None:
+    run = tmp_path / "cartpole_ppo" / "run"
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-3000:]
+    message = done.stderr.strip().splitlines()[-1]
+    head = f"gpu-envs train: error: rank 0 of 2 stopped during iteration {FAULT_AT}: "
+    assert message.startswith(head), message
+    assert what in message, message
+    assert (
+        f"the last checkpoint is {run / 'ckpt' / 'iteration_2.pth.tar'}; resume with: "
+        f"python -m gpu_envs.commands.train --resume {run}" in message
+    ), message
+    status = run_control.read_status(run)
+    assert status["status"] == "failed", status
+    assert what in status["reason"], status
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_killed_rank_fails_the_run_naming_it_and_the_resume_command(tmp_path):
+    done, _ = _run(tmp_path, "kill")
+    pid = _rank1_pid(done.stderr)
+    _check_report(done, tmp_path, f"rank 1 (process {pid}) ended by SIGKILL")
+    # the printed command resumes the run from that checkpoint (on 2 processes again)
+    run = tmp_path / "cartpole_ppo" / "run"
+    resumed = subprocess.run(
+        [sys.executable, "-m", "gpu_envs.commands.train", "--resume", str(run)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"Resuming from {run / 'ckpt' / 'iteration_2.pth.tar'} at iteration 2" in resumed.stdout
+    assert run_control.read_status(run)["status"] == "finished"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_hung_rank_fails_the_run_within_the_collective_timeout(tmp_path):
+    done, seconds = _run(tmp_path, "stop")
+    pid = _rank1_pid(done.stderr)
+    try:
+        _check_report(done, tmp_path, f"rank 1 (process {pid}) is stopped")
+        # the stopped rank's peers wait one collective_timeout, not torch's 30 minutes
+        assert seconds < 150, seconds
+    finally:
+        os.kill(pid, signal.SIGKILL)  # the stopped rank stays stopped: end it
+
+
+def _fault(how: str) -> None:
+    """Rank 1 kills or stops itself after iteration ``FAULT_AT``'s rollout, then the command."""
+    from gpu_envs.commands import train
+    from gpu_envs.trainers import ppo
+
+    learn = ppo.learn
+
+    def faulty_learn(groups, rollout, iteration, num_iterations):
+        if iteration == FAULT_AT and os.environ.get("LOCAL_RANK") == "1":
+            os.kill(os.getpid(), signal.SIGKILL if how == "kill" else signal.SIGSTOP)
+        return learn(groups, rollout, iteration, num_iterations)
+
+    ppo.learn = faulty_learn
+    sys.exit(train.main(sys.argv[2:]))
+
+
+if __name__ == "__main__":
+    _fault(sys.argv[1])
