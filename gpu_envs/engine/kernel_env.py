@@ -527,6 +527,11 @@ class KernelEnv:
         ``validate_actions`` (a clear error names the first bad entry)."""
         return self._action_check.tensor(actions, self.validate_actions)
 
+    def clear_finished(self) -> None:
+        """Let finished envs step on without a reset (autoreset DISABLED; gymnasium's single envs
+        step on after termination, with a warning)."""
+        self._tensors.needs_reset.fill_(False)
+
     def _check_finished_envs(self) -> None:
         """With autoreset DISABLED (and ``validate_actions``), refuse to step a finished env."""
         if self.autoreset_mode is AutoresetMode.DISABLED and self.validate_actions:

@@ -11,8 +11,9 @@ gives gymnasium's exact episode; the batch's counter RNG is not used. The game d
 
 ``options["reset_mask"]`` ([1] bool) is accepted as by the vector env: False leaves the game as it
 is. ``unwrapped.state`` reads and assigns the float64 state like gymnasium's envs. Stepping after
-the
-episode ended without ``reset()`` raises (gymnasium only warns).
+the episode terminated without ``reset()`` does what gymnasium's envs do: it warns (gymnasium's
+logger, once per episode) and steps the dynamics on, with the reward of
+``reward_after_termination`` where the game sets one (CartPole: 0).
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ class SingleEnv(gym.Env):
     #: ``observation_of(state)`` and ``draw_start_state(np_random, options)``.
     vector_class: ClassVar[type[Any]]
 
+    def reward_after_termination(self, reward: float) -> float:
+        """The reward of a step taken after termination (gymnasium's CartPole overrides it)."""
+        return reward
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         rendering = cls.vector_class.metadata
@@ -50,6 +55,8 @@ class SingleEnv(gym.Env):
             **params,
         )
         self.render_mode = render_mode
+        #: False, "terminated" (the last step ended the episode) or "warned" (stepped on since)
+        self._terminated: str | bool = False
         self.observation_space = self._batch.single_observation_space
         self.action_space = self._batch.single_action_space
 
@@ -71,6 +78,7 @@ class SingleEnv(gym.Env):
         ):
             return self.vector_class.observation_of(self.state), {}  # a False mask: no reset
         super().reset(seed=seed)
+        self._terminated = False
         self._batch.reset(seed=0)
         start = self.vector_class.draw_start_state(self.np_random, options)
         self.state = start
@@ -78,8 +86,23 @@ class SingleEnv(gym.Env):
 
     def step(self, action):
         self._check_action(action)
+        after_end = self._terminated
+        if after_end:
+            if self._terminated == "terminated":
+                gym.logger.warn(
+                    "step() called after this episode terminated, without reset(): the dynamics "
+                    "go on as in gymnasium's env, but these steps are undefined behaviour; call "
+                    "reset() when terminated is True"
+                )
+                self._terminated = "warned"
+            self._batch.clear_finished()  # the dynamics go on, as in gymnasium's envs
         obs, reward, terminated, truncated, _ = self._batch.step(np.asarray([action]))
-        return obs[0].numpy(), float(reward[0]), bool(terminated[0]), bool(truncated[0]), {}
+        reward = float(reward[0])
+        if after_end:
+            reward = self.reward_after_termination(reward)
+        elif bool(terminated[0]):
+            self._terminated = "terminated"
+        return obs[0].numpy(), reward, bool(terminated[0]), bool(truncated[0]), {}
 
     def _check_action(self, action) -> None:
         space = self.action_space

@@ -144,3 +144,8 @@ class CartPoleEnv(SingleEnv):
 
     def __init__(self, sutton_barto_reward: bool = False, render_mode: str | None = None):
         super().__init__(render_mode=render_mode, sutton_barto_reward=sutton_barto_reward)
+        self._sutton_barto_reward = sutton_barto_reward
+
+    def reward_after_termination(self, reward: float) -> float:
+        """Gymnasium's CartPole: 0 (``sutton_barto_reward``: -1) on each step after termination."""
+        return -1.0 if self._sutton_barto_reward else 0.0
