@@ -194,9 +194,9 @@ class CPUDriver:
         if self._step_loop(num_envs) is self.step_serial:
             return self.compiled_step(num_envs, *arguments)
         signature = (numba.typeof(num_envs), *map(numba.typeof, arguments))
-        return AdaptiveStep(
-            self.step_parallel.compile(signature), self.step_serial.compile(signature)
-        )
+        parallel = self.step_parallel.compile(signature)
+        choice = _LOOP_CHOICES.setdefault((parallel, num_envs), LoopChoice())
+        return AdaptiveStep(parallel, self.step_serial.compile(signature), choice=choice)
 
     def _step_loop(self, num_envs: int) -> Callable:
         parallel = num_envs >= self.parallel_min_envs and numba.config.NUMBA_NUM_THREADS > 1
@@ -205,6 +205,21 @@ class CPUDriver:
     def reset(self, num_envs: int, mask, args: tuple) -> None:
         """Reset the envs where ``mask`` is True."""
         self.reset_loop(num_envs, mask, args)
+
+
+@dataclass
+class LoopChoice:
+    """The outcome of the last comparison of the parallel and serial loops of one compiled step at
+    one env count, shared by every env of that size in the process (:class:`AdaptiveStep`)."""
+
+    #: Whether the parallel loop runs between comparisons.
+    parallel: bool = True
+    #: Calls between comparisons at the chosen loop's speed (0: no comparison made yet).
+    calls: int = 0
+
+
+#: (compiled parallel step, env count) -> the choice its envs share in this process.
+_LOOP_CHOICES: dict[tuple[Callable, int], LoopChoice] = {}
 
 
 class AdaptiveStep:
@@ -218,11 +233,17 @@ class AdaptiveStep:
     other loop takes over when its faster call beats the current loop's faster call by
     ``margin``. A probe costs at most two calls of the slower loop per interval.
 
+    The outcome goes to ``choice``, which the driver shares between the envs of one size (and
+    argument types) in the process: a new env starts on the loop chosen last, its first comparison
+    one interval later (not after :attr:`FIRST_PROBE_AFTER` calls), so short-lived envs do not
+    re-time the loops each.
+
     Args:
         parallel, serial: the compiled loops (same arguments, same results).
         clock: nanoseconds (``time.perf_counter_ns``; tests pass a fake one).
         probe_interval_ns: stepping time between two comparisons.
         margin: how much faster (0.9: 10 % faster) the other loop must be to take over.
+        choice: the shared outcome to start from and update (default: this instance's own).
     """
 
     __slots__ = (
@@ -234,7 +255,7 @@ class AdaptiveStep:
         "_clock",
         "_interval",
         "_margin",
-        "parallel_runs",
+        "choice",
     )
 
     #: Calls before the first comparison (thread-pool start-up is not compared).
@@ -249,12 +270,12 @@ class AdaptiveStep:
         clock: Callable[[], int] = time.perf_counter_ns,
         probe_interval_ns: int = 500_000_000,
         margin: float = 0.9,
+        choice: LoopChoice | None = None,
     ):
+        self.choice = choice = LoopChoice() if choice is None else choice
         self._loops = (serial, parallel)
-        self._current = parallel
-        #: Whether the parallel loop runs the steps between comparisons (read by tests and docs).
-        self.parallel_runs = True
-        self._countdown = self.FIRST_PROBE_AFTER
+        self._current = self._loops[choice.parallel]
+        self._countdown = choice.calls or self.FIRST_PROBE_AFTER
         self._probe = -1  # calls into a comparison, -1 outside one
         self._times = [0, 0, 0, 0]
         self._clock, self._interval, self._margin = clock, probe_interval_ns, margin
@@ -282,10 +303,20 @@ class AdaptiveStep:
         challenger = min(times[2], times[3])
         if challenger < self._margin * kept:
             self._current, kept = other, challenger
-            self.parallel_runs = other is self._loops[1]
-        calls = self._interval // max(kept, 1)
-        self._countdown = int(min(max(calls, self.MIN_CALLS), self.MAX_CALLS))
+        calls = int(min(max(self._interval // max(kept, 1), self.MIN_CALLS), self.MAX_CALLS))
+        self._countdown = calls
+        self.choice.parallel, self.choice.calls = self._current is self._loops[1], calls
         return result
+
+    def pin(self, parallel: bool) -> None:
+        """Run only the parallel (True) or the serial loop from now on, never comparing them
+        (benchmarks time each loop on its own); the shared choice is left as it is."""
+        self._current, self._countdown, self._probe = self._loops[parallel], 1 << 62, -1
+
+    @property
+    def parallel_runs(self) -> bool:
+        """Whether the parallel loop runs the steps between comparisons."""
+        return self._current is self._loops[1]
 
 
 @functools.cache

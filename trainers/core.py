@@ -26,7 +26,8 @@ or its share of them with ``trainer.batch_scope`` global; seeds ``seed + rank * 
 own rollout; DDP averages the gradients. The collectives (``all_reduce`` of the metrics, the
 episode count and the stop requests, ``all_gather`` of the evaluation's episodes and of the per-rank
 states for checkpoints, ``broadcast`` of the run folder and of the evaluation's score) happen at
-iterations every rank reaches; only rank 0 writes. Each rank plays its share of the evaluation's
+iterations every rank reaches; only rank 0 writes (a rank that outlives it records the run's
+failure: ``take_over_status``). Each rank plays its share of the evaluation's
 episodes; the score, and with it ``stop_value`` and the best checkpoint, is rank 0's mean of all of
 them, the same on every rank. A checkpoint resumes on as many processes as wrote it
 (``checkpoint.rank_states`` refuses others).
@@ -330,6 +331,16 @@ class TrainingRun:
             self._set_status(status, reason=f"{type(error).__name__}: {error}".removesuffix(": "))
         self.release_folder()
 
+    def take_over_status(self, wait_s: float) -> bool:
+        """On a rank other than 0, after rank 0 ended without recording how the run ended (the run
+        folder is here, on a shared filesystem, its status says ``running`` and its lock is free,
+        ``run_control.claim_if_orphaned``, waiting up to ``wait_s`` seconds): hold the folder's
+        lock, and write the status from now on (``fail``). Returns whether it did."""
+        if self.rank == 0 or self.status != "running" or self.folder_lock is not None:
+            return False
+        self.folder_lock = run_control.claim_if_orphaned(self.root, wait_s)
+        return self.folder_lock is not None
+
     def release_folder(self) -> None:
         """Unlock the folder: another run may write it now."""
         if self.folder_lock is not None:
@@ -346,7 +357,7 @@ class TrainingRun:
 
     def _set_status(self, status: str, **details) -> None:
         self.status = status
-        if self.rank == 0:
+        if self.rank == 0 or self.folder_lock is not None:  # (another rank: ``take_over_status``)
             run_control.write_status(
                 self.root,
                 status,

@@ -10,7 +10,8 @@ Under DDP a rank that dies or hangs fails the run on the others: their next coll
 once under gloo when a peer's process is gone, after ``trainer.collective_timeout`` when it hangs)
 and each survivor stops with a ``RankFailure`` naming the rank when it knows it (rank 0 of a run
 Fabric launched watches the processes it started), the last checkpoint and the resume command;
-rank 0 records the run ``failed``.
+rank 0 records the run ``failed``, or, when rank 0 is the rank that died, the survivors do where
+they see the run folder (one machine, or a shared filesystem: ``TrainingRun.take_over_status``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ from gpu_envs.trainers.core import TrainingRun
 
 class RankFailure(RuntimeError):
     """A multi-process run stopped because another rank died or did not answer in time."""
+
+
+#: How long a rank whose collective failed waits for rank 0's lock of the run folder to be free
+#: (``TrainingRun.take_over_status``): a dead process's connections close a moment before its
+#: files (a GPU's teardown in between), and a live rank 0 records the failure itself meanwhile.
+RANK0_GONE_WAIT_S = 5.0
 
 
 def make_fabric(config: RunConfig):
@@ -235,11 +242,14 @@ class Trainer(TrainingRun):
         if self.world_size == 1 or not _collective_failed(error):
             return None
         timeout = self.config.trainer.collective_timeout
-        who = "; ".join(self._launched_ranks()) or (
-            f"a rank did not answer within trainer.collective_timeout ({timeout:g} s)"
-            if "timed out" in str(error).lower() or "timeout" in str(error).lower()
-            else "another rank ended or lost its connection"
-        )
+        if self.take_over_status(RANK0_GONE_WAIT_S):
+            who = "rank 0 ended (it left the run folder unlocked and its status running)"
+        else:
+            who = "; ".join(self._launched_ranks()) or (
+                f"a rank did not answer within trainer.collective_timeout ({timeout:g} s)"
+                if "timed out" in str(error).lower() or "timeout" in str(error).lower()
+                else "another rank ended or lost its connection"
+            )
         saved = ckpt.iteration_checkpoints(self.root / "ckpt")
         last = saved[0] if saved else self.resumed_from
         then = (

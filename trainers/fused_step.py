@@ -7,7 +7,10 @@ microseconds of dispatch whatever its size. Here the minibatch loss, its gradien
 ``torch.compile`` into one graph, which updates the network's parameters and the
 ``torch.optim.Adam``'s own state tensors (``step``, ``exp_avg``, ``exp_avg_sq``) in place. The
 optimizer's ``state_dict`` therefore stays what torch's Adam writes: checkpoints and resumes do not
-know which step trained. The update is torch's own functional Adam (``torch.optim.adam.adam``; no
+know which step trained. An update whose epochs each train on the whole batch (``num_minibatches:
+1``, the CartPole preset's) is one compiled call for all its epochs (``epochs``): the epoch loop is
+unrolled into the graph, so the host enters compiled code once per update, not once per epoch.
+The update is torch's own functional Adam (``torch.optim.adam.adam``; no
 weight decay, no AMSGrad) and the norm torch's ``get_total_norm``, clipped as
 ``torch.nn.utils.clip_grad_norm_`` clips; results agree with the eager step to rounding.
 
@@ -23,7 +26,7 @@ import torch
 from torch.func import functional_call, grad
 from torch.optim.adam import adam
 
-from gpu_envs.trainers.ppo import max_grad_norm
+from gpu_envs.trainers.ppo import max_grad_norm, max_ratio_deviation, schedule
 
 LossFn = Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 
@@ -71,27 +74,50 @@ class FusedAdamStep:
         # load_state_dict copies into that same storage.
         self._weights = {name: p.detach() for name, p in named}
         self._compiled = torch.compile(_adam_step)
+        self._compiled_epochs = torch.compile(_adam_epochs)
 
     def __call__(
         self, minibatch: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Train on ``minibatch``: returns ``(statistics, grad_norm, log_ratio)``."""
-        return self._run(self._weights, [self._state(p) for p in self._parameters], minibatch)
+        return self._run(
+            self._compiled, self._weights, [self._state(p) for p in self._parameters], minibatch
+        )
+
+    def epochs(
+        self, minibatch: dict[str, torch.Tensor], epochs: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Train ``epochs`` steps on the same ``minibatch`` in one compiled call: returns the sum
+        over the steps of ``[*statistics, grad_norm]`` and the first step's largest ratio
+        deviation (``ppo.max_ratio_deviation``)."""
+        states = [self._state(p) for p in self._parameters]
+        return self._run(self._compiled_epochs, self._weights, states, minibatch, epochs)
 
     def compile_for(self, minibatch: dict[str, torch.Tensor]) -> None:
-        """Compile the step for ``minibatch``'s shapes on copies: the weights and the optimizer
-        do not move."""
+        """Compile for ``minibatch``'s shapes what the update will call (the step, or, when the
+        update's several epochs each train on the whole batch, ``epochs``) on copies: the weights
+        and the optimizer do not move."""
+        epochs, minibatches, _ = schedule(self._cfg, len(minibatch["weights"]))
+        if minibatches == 1 and epochs > 1:
+            self._run(self._compiled_epochs, *self._scratch(), minibatch, epochs)
+        else:
+            self._run(self._compiled, *self._scratch(), minibatch)
+
+    def _scratch(self) -> tuple[dict[str, torch.Tensor], list[dict[str, torch.Tensor]]]:
+        """Copies of the weights and fresh Adam states, to compile on."""
         weights = {name: weight.clone() for name, weight in self._weights.items()}
-        self._run(weights, [_new_adam_state(p) for p in self._parameters], minibatch)
+        return weights, [_new_adam_state(p) for p in self._parameters]
 
     def _run(
         self,
+        compiled: Callable,
         weights: dict[str, torch.Tensor],
         states: list[dict[str, torch.Tensor]],
         minibatch: dict[str, torch.Tensor],
+        *extra: int,
     ):
         group = self._optimizer.param_groups[0]
-        return self._compiled(
+        return compiled(
             self._module,
             self._loss_fn,
             weights,
@@ -105,6 +131,7 @@ class FusedAdamStep:
             max_grad_norm(self._cfg),
             group["betas"],
             group["eps"],
+            *extra,
         )
 
     def _state(self, parameter: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -171,3 +198,19 @@ def _adam_step(
             maximize=False,
         )
     return statistics, grad_norm, log_ratio
+
+
+def _adam_epochs(module, loss_fn, weights, exp_avgs, exp_avg_sqs, steps, lr, minibatch, *rest):
+    """``epochs`` (the last of ``rest``) traced steps on one minibatch: the summed
+    ``[*statistics, grad_norm]`` and the first step's ``max_ratio_deviation``."""
+    *arguments, epochs = rest
+    totals, first_deviation = None, None
+    for _ in range(epochs):
+        statistics, grad_norm, log_ratio = _adam_step(
+            module, loss_fn, weights, exp_avgs, exp_avg_sqs, steps, lr, minibatch, *arguments
+        )
+        row = torch.cat([statistics, grad_norm.reshape(1)])
+        totals = row if totals is None else totals + row
+        if first_deviation is None:
+            first_deviation = max_ratio_deviation(log_ratio, minibatch["weights"])
+    return totals, first_deviation

@@ -16,16 +16,22 @@ log_ratio)``; ``ppo.learn`` is one iteration's learning of every policy.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Callable
 
 import torch
 
+from gpu_envs.engine import first_compile
 from gpu_envs.runs.config import PolicyConfig
 from gpu_envs.trainers import fused_step, ppo
 from gpu_envs.trainers.rollout import PolicyGroup, RolloutBuffer
 
 Backward = Callable[[torch.Tensor], None]
+
+#: What ``make_steps`` says it compiles (the ``gpu-envs`` commands print it; see
+#: ``gpu_envs.engine.first_compile``).
+COMPILING = "the gradient step with torch.compile (once per run; trainer.compile=false skips it)"
 
 
 def make_optimizer(
@@ -123,10 +129,12 @@ def make_steps(
     fuse: bool = False,
 ) -> None:
     """Set every policy's ``step`` (``make_step``; with ``compile``, compiled on the shapes of its
-    rollout buffer)."""
-    for group in groups:
-        buf = buffers[group.tag] if compile else None
-        group.step = make_step(group, backward, nvec, compile_on=buf, fuse=fuse)
+    rollout buffer, saying so and the time it took the first time in the process)."""
+    compiles = compile and any(group.optimizer is not None for group in groups)
+    with first_compile.timed(COMPILING) if compiles else contextlib.nullcontext():
+        for group in groups:
+            buf = buffers[group.tag] if compile else None
+            group.step = make_step(group, backward, nvec, compile_on=buf, fuse=fuse)
 
 
 def clip_gradients(parameters: list[torch.Tensor], max_norm: float) -> torch.Tensor:

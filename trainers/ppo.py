@@ -6,7 +6,8 @@ learning rates, ``update`` each policy, stop with ``NonFiniteError`` when a loss
 rollout: advantages and returns by GAE, the rollout flattened into one batch, then
 ``update_epochs`` epochs of ``num_minibatches`` shuffled minibatches (A2C: one full-batch step),
 each one call of the policy's gradient step (``group.step``, chosen once by
-``learner.make_step``) on ``minibatch_loss``.
+``learner.make_step``) on ``minibatch_loss``; a step that trains several whole-batch epochs in one
+call (``FusedAdamStep.epochs``) gets them all at once.
 
 Conventions (NEXT_STEP autoreset): step ``t`` holds the observation ``obs_t`` the action was taken
 in, ``values[t] = V(obs_t)``, the reward ``r_t`` and the flags of that transition. When an episode
@@ -241,6 +242,9 @@ def update(group: PolicyGroup, buf: RolloutBuffer) -> dict[str, torch.Tensor]:
     epochs, minibatches, minibatch_size = schedule(cfg, size)
     whole_batch = prepare(data, cfg) if minibatches == 1 else None
     totals, first_ratio_deviation, steps = None, None, 0
+    if whole_batch is not None and epochs > 1 and hasattr(group.step, "epochs"):
+        totals, first_ratio_deviation = group.step.epochs(whole_batch, epochs)
+        epochs, steps = 0, epochs
     for _ in range(epochs):
         order = torch.randperm(size, device=data["valid"].device) if minibatches > 1 else None
         for start in range(0, size, minibatch_size):

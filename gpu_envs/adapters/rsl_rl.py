@@ -32,7 +32,7 @@ import torch
 from gymnasium.vector import VectorEnv
 from torch import nn
 
-from gpu_envs.adapters.same_step import SameStepCore, same_step_vec_env
+from gpu_envs.adapters.same_step import SameStepCore, TorchVecStep, same_step_vec_env
 from gpu_envs.engine.kernel_env import KernelEnv
 
 try:
@@ -67,6 +67,11 @@ class RslRlVecEnv(VecEnv):
         self.max_episode_length = core.max_episode_steps
         self.device = core.device
         self.cfg: dict[str, Any] = {}
+        engine = self.env.unwrapped
+        #: Whether the env's own action check refuses an index >= n (folded one-hot check).
+        self._engine_refuses_bad_indices = (
+            isinstance(engine, KernelEnv) and type(engine).check_actions is KernelEnv.check_actions
+        )
         self._obs = self._pack(core.reset(seed))
         self._episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
 
@@ -101,31 +106,64 @@ class RslRlVecEnv(VecEnv):
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         """Step with ``actions`` [N, num_actions] (one-hot rows for ``Discrete``)."""
-        out = self._core.step(self._indices(actions))
+        out = self._step_core(actions)
         dones = out.terminated | out.truncated
         self._episode_length_buf = torch.where(dones, 0, self._episode_length_buf + 1)
         self._obs = self._pack(out.obs)
         extras = {"time_outs": out.time_outs, "final_observations": self._pack(out.final_obs)}
         return self._obs, out.rewards, dones, extras
 
-    def _indices(self, actions: torch.Tensor) -> torch.Tensor:
-        """One-hot rows [N, n] (for ``Discrete``) as their indices; other actions as given. The rows
-        are checked (one 1, the rest 0) when the env validates its actions."""
+    def _step_core(self, actions: torch.Tensor) -> TorchVecStep:
+        """Step the env with ``actions``: one-hot rows [N, n] (for ``Discrete``) as their indices,
+        other actions as given.
+
+        The rows are checked (one 1, the rest 0) when the env validates its actions, without a
+        host read of their own: a row that is not one-hot becomes the index n, which the engine's
+        action check refuses in the read it makes anyway (before any env moves); the error is then
+        reworded to name the row. An env that is not an engine env with the engine's action check
+        gets the rows checked here (one read).
+        """
         rows = isinstance(actions, torch.Tensor) and actions.dim() == 2
         if not (self._core.discrete and rows and actions.shape[1] == self.num_actions > 1):
-            return actions
-        if getattr(self.env.unwrapped, "validate_actions", True):
-            binary = ((actions == 0) | (actions == 1)).all(dim=1)
-            if actions.is_complex() or not bool((binary & (actions.sum(dim=1) == 1)).all()):
-                raise ValueError(
-                    f"rsl_rl handed {actions.dtype} actions of shape {tuple(actions.shape)} for a "
-                    f"Discrete({self.num_actions}) space that are not one-hot rows (one 1, the "
-                    "rest 0): sample them with OneHotCategoricalDistribution, or hand indices [N]"
-                )
-        return actions.argmax(dim=1)
+            return self._core.step(actions)
+        if actions.is_complex():
+            raise self._not_one_hot(actions)
+        numbers = actions.to(torch.uint8) if actions.dtype == torch.bool else actions
+        indices = numbers.argmax(dim=1)
+        engine = self.env.unwrapped
+        if not getattr(engine, "validate_actions", True):
+            return self._core.step(indices)
+        one_hot = _one_hot(actions)
+        if not self._engine_refuses_bad_indices:
+            if not bool(one_hot.all()):
+                raise self._not_one_hot(actions)
+            return self._core.step(indices)
+        try:
+            return self._core.step(torch.where(one_hot, indices, self.num_actions))
+        except ValueError as error:
+            if bool(one_hot.all()):  # another error (a read on the error path only)
+                raise
+            raise self._not_one_hot(actions) from error
+
+    def _not_one_hot(self, actions: torch.Tensor) -> ValueError:
+        """The error for ``actions`` [N, n] that are not one-hot rows, naming the first bad row."""
+        rows = actions.detach().cpu()
+        bad = (~_one_hot(rows)).nonzero().flatten()
+        where = f"row {int(bad[0])} is {rows[bad[0]].tolist()}; " if len(bad) else ""
+        return ValueError(
+            f"rsl_rl handed {actions.dtype} actions of shape {tuple(actions.shape)} for a "
+            f"Discrete({self.num_actions}) space that are not one-hot rows (one 1, the rest 0): "
+            f"{where}sample them with OneHotCategoricalDistribution, or hand indices [N]"
+        )
 
     def close(self) -> None:
         self._core.close()
+
+
+def _one_hot(rows: torch.Tensor) -> torch.Tensor:
+    """[N] bool: whether each row of ``rows`` [N, n] is one-hot (one 1, the rest 0)."""
+    ones = rows == 1
+    return ((rows == 0) | ones).all(dim=1) & (ones.sum(dim=1) == 1)
 
 
 def make_rsl_rl_env(

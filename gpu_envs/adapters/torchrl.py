@@ -80,6 +80,7 @@ class _BatchedTorchRLEnv(EnvBase):
         self.batched_env = batched_env
         self.categorical_action_encoding = categorical_action_encoding
         super().__init__(device=batched_env.device, batch_size=torch.Size([batched_env.num_envs]))
+        self.is_closed = False  # (EnvBase starts closed: its close() would not reach batched_env)
         self._next_seed: int | None = None
         done = Categorical(2, shape=(*self.batch_size, 1), dtype=torch.bool, device=self.device)
         self.full_done_spec = Composite(
@@ -323,18 +324,20 @@ class TagTorchRLEnv(_BatchedTorchRLEnv):
         group_map: MarlGroupMapType | dict[str, list[str]] | None = None,
         **params: Any,
     ):
-        super().__init__(
-            TagEnv(
-                num_envs,
-                device,
-                autoreset_mode=AutoresetMode.DISABLED,
-                validate_actions=validate_actions,
-                **params,
-            ),
-            categorical_action_encoding,
+        tag = TagEnv(
+            num_envs,
+            device,
+            autoreset_mode=AutoresetMode.DISABLED,
+            validate_actions=validate_actions,
+            **params,
         )
-        tag, dev = self.batched_env, self.device
-        self.group_map = _group_map(group_map, tag)
+        try:
+            groups = _group_map(group_map, tag)
+            super().__init__(tag, categorical_action_encoding)
+        except BaseException:
+            tag.close()  # a refused group_map leaves no env holding its buffers
+            raise
+        self.group_map, dev = groups, self.device
         self.n_agents = tag.num_agents
         #: each group's agents: a slice of the agent axis when they are consecutive, else indices
         self._agents = {

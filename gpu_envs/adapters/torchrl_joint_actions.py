@@ -58,6 +58,10 @@ def joint_action_tag_env(
     """``num_envs`` games of Tag with one categorical action per agent (seeded with ``seed`` at the
     first reset when given); ``params`` are the Tag parameters (docs/spec-tag.md)."""
     env = TagTorchRLEnv(num_envs, device, categorical_action_encoding=True, **params)
-    if seed is not None:
-        env.set_seed(seed)
-    return TransformedEnv(env, JointActions(env.batched_env.action_nvec))
+    try:
+        if seed is not None:
+            env.set_seed(seed)
+        return TransformedEnv(env, JointActions(env.batched_env.action_nvec))
+    except BaseException:
+        env.close()  # a refused seed leaves no env holding its buffers
+        raise

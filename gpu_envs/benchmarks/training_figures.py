@@ -1,7 +1,11 @@
 """Replay the training figures the docs state: each preset and seed in a fresh process.
 
-A documented figure is a preset, a seed and what the run ended with: the iteration of its best
-greedy evaluation and that evaluation's mean return (both read from ``ckpt/ckpt_best.pth.tar``).
+A documented figure is a preset, a seed (and any overrides) and what the run ended with: the
+iteration of its best greedy evaluation and that evaluation's mean return (both read from
+``ckpt/ckpt_best.pth.tar``). ``FIGURES`` holds every one the docs state that replays in about 10
+minutes or less on a 2-core CPU; a longer run (Tag self-play's 400 iterations) is represented by a
+documented shorter one. ``unstated`` checks that each figure's page states it and what it was
+measured with, so that the table and the pages cannot drift apart.
 A run is bit-reproducible on one machine, but not across CPUs: torch's CPU matrix products (MKL)
 and vectorised kernels pick their code path by the CPU's instruction set, each path rounds
 differently, and a difference in the last bit early in a run changes its whole trajectory. So each
@@ -17,7 +21,8 @@ under ``MKL_CBWR=COMPATIBLE``. That is why docs/mountain-car.md's first figure (
     python -m gpu_envs.benchmarks.training_figures --game cartpole  # one
     python -m gpu_envs.benchmarks.training_figures --fresh-venv /tmp/fig-venv  # install first
 
-Exit status 1 when a figure measured on this CPU capability does not replay exactly.
+Exit status 1 when a figure measured on this CPU capability does not replay exactly (the return
+to the 2 decimals the docs state).
 """
 
 from __future__ import annotations
@@ -29,15 +34,18 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 #: The torch pin of README.md's install command (a fresh venv installs this one).
 TORCH_PIN = "torch==2.13.0"
+#: The repository's root: the docs' paths (``TrainingFigure.doc``) are relative to it.
+REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainingFigure:
-    """One documented training run and what it ended with."""
+    """One documented training run, what it ended with and what it was measured with."""
 
     doc: str
     game: str
@@ -46,6 +54,7 @@ class TrainingFigure:
     best_return: float
     cpu_capability: str
     versions: str
+    date: str
     torch_threads: int = 1
     overrides: tuple[str, ...] = ()
 
@@ -53,28 +62,74 @@ class TrainingFigure:
         """The ``gpu-envs train`` arguments that replay it."""
         return ["train", self.game, f"trainer.seed={self.seed}", *self.overrides]
 
+    def documented_command(self) -> str:
+        """The command as its page writes it: ``gpu-envs train GAME`` and the overrides (the seed
+        stated beside it)."""
+        return " ".join(["gpu-envs", "train", self.game, *self.overrides])
 
-#: Every training figure the docs state, with what it was measured with.
+
+def _measured_2026_12_03(
+    doc: str, game: str, best_iteration: int, best_return: float, *overrides: str
+) -> TrainingFigure:
+    """A seed-1 figure measured on 2026-12-03 on an AVX-512 Xeon (2 cores, numba's default
+    threads), with the preset's 1 torch thread."""
+    return TrainingFigure(
+        doc,
+        game,
+        seed=1,
+        best_iteration=best_iteration,
+        best_return=best_return,
+        cpu_capability="AVX512",
+        versions="torch 2.13.0+cpu, numba 0.68.1, numpy 2.4.6, Python 3.11",
+        date="2026-12-03",
+        overrides=overrides,
+    )
+
+
+#: Every training figure the docs state that a run of at most ~10 minutes replays, with what it
+#: was measured with.
 FIGURES = (
-    TrainingFigure(
-        doc="docs/mountain-car.md",
-        game="mountaincar",
-        seed=1,
-        best_iteration=2860,
-        best_return=-108.27,
-        cpu_capability="AVX512",
-        versions="torch 2.13.0+cpu, numba 0.68.1, numpy 2.4.6, Python 3.11",
-    ),
-    TrainingFigure(
-        doc="docs/quickstart.md",
-        game="cartpole",
-        seed=1,
-        best_iteration=44,
-        best_return=490.91,
-        cpu_capability="AVX512",
-        versions="torch 2.13.0+cpu, numba 0.68.1, numpy 2.4.6, Python 3.11",
+    _measured_2026_12_03("docs/quickstart.md", "cartpole", 40, 500.00),
+    _measured_2026_12_03("docs/mountain-car.md", "mountaincar", 2860, -108.27),
+    _measured_2026_12_03("docs/mountain-car.md", "mountaincar-continuous", 1240, 98.50),
+    _measured_2026_12_03("docs/training-pendulum.md", "pendulum", 176, -248.07),
+    _measured_2026_12_03("docs/acrobot.md", "acrobot", 435, -89.88),
+    _measured_2026_12_03(  # the first 50 of the preset's 400 iterations (17-19 min)
+        "docs/training-tag-selfplay.md",
+        "tag-selfplay",
+        50,
+        429.30,
+        "trainer.total_timesteps=96000",
+        "evaluation.eval_freq=10",
+        "evaluation.num_episodes=100",
+        "evaluation.score_policy=tagger",
     ),
 )
+
+
+def unstated(figure: TrainingFigure, root: Path = REPOSITORY) -> list[str]:
+    """What of ``figure`` its page (``root / figure.doc``) does not state, so that the page and
+    ``FIGURES`` cannot drift apart: the return to 2 decimals, the iteration, the replay command,
+    the CPU capability, the versions string verbatim, the date and the torch threads (line breaks,
+    thousands separators and bold marks ignored)."""
+    path = root / figure.doc
+    if not path.is_file():
+        return [f"{figure.doc} does not exist"]
+    text = " ".join(path.read_text().split())
+    plain = text.replace(",", "").replace("*", "")
+    threads = f"{figure.torch_threads} torch thread"
+    wanted = {
+        f"return {figure.best_return:.2f}": f"{figure.best_return:.2f}" in plain,
+        f"iteration {figure.best_iteration}": f"iteration {figure.best_iteration}" in plain,
+        f"command {figure.documented_command()!r}": figure.documented_command() in text,
+        f"CPU capability {figure.cpu_capability}": figure.cpu_capability in text.replace("-", ""),
+        f"versions {figure.versions!r}": figure.versions in text,
+        f"date {figure.date}": figure.date in text,
+        f"{threads}(s)": threads in text,
+    }
+    return [
+        f"{figure.doc} does not state the {what}" for what, stated in wanted.items() if not stated
+    ]
 
 
 def cpu_capability(python: str = sys.executable) -> str:
@@ -86,15 +141,23 @@ def cpu_capability(python: str = sys.executable) -> str:
 
 
 def replay(figure: TrainingFigure, python: str = sys.executable) -> dict:
-    """Train ``figure``'s preset in a fresh process; its best checkpoint's iteration and return."""
+    """Train ``figure``'s preset in a fresh process; its best checkpoint's iteration and return,
+    and the run's wall-clock seconds."""
     with tempfile.TemporaryDirectory(prefix="gpu-envs-figure-") as folder:
         command = [python, "-m", "gpu_envs.cli", *figure.command()]
+        start = time.perf_counter()
         result = subprocess.run(command, cwd=folder, capture_output=True, text=True)
+        seconds = time.perf_counter() - start
         if result.returncode != 0:
             raise RuntimeError(
                 f"{' '.join(command)} exited {result.returncode}:\n{result.stderr[-2000:]}"
             )
-        best = next(Path(folder).glob("experiments/*/*/ckpt/ckpt_best.pth.tar"))
+        best = next(Path(folder).glob("experiments/*/*/ckpt/ckpt_best.pth.tar"), None)
+        if best is None:
+            raise RuntimeError(
+                f"{' '.join(command)} wrote no ckpt/ckpt_best.pth.tar: a figure needs greedy "
+                "evaluations (evaluation.eval_freq > 0 in the preset or in its overrides)"
+            )
         read = (
             "import sys, torch; c = torch.load(sys.argv[1], weights_only=True); "
             "print(c['iteration'], c['best_eval'])"
@@ -103,12 +166,17 @@ def replay(figure: TrainingFigure, python: str = sys.executable) -> dict:
             [python, "-c", read, str(best)], capture_output=True, text=True, check=True
         )
     iteration, best_return = out.stdout.split()
-    return {"best_iteration": int(iteration), "best_return": float(best_return)}
+    return {
+        "best_iteration": int(iteration),
+        "best_return": float(best_return),
+        "seconds": round(seconds, 1),
+    }
 
 
 def verdict(figure: TrainingFigure, measured: dict, capability: str) -> str:
-    """``same``, ``DIFFERENT`` (same CPU capability: a regression) or ``other CPU``."""
-    same = (measured["best_iteration"], measured["best_return"]) == (
+    """``same``, ``DIFFERENT`` (same CPU capability: a regression) or ``other CPU``; the return is
+    compared to the 2 decimals the docs state."""
+    same = (measured["best_iteration"], round(measured["best_return"], 2)) == (
         figure.best_iteration,
         figure.best_return,
     )
@@ -119,11 +187,10 @@ def verdict(figure: TrainingFigure, measured: dict, capability: str) -> str:
 
 def fresh_venv(folder: Path) -> str:
     """Create ``folder`` as README.md's install does (torch pin first, then this package)."""
-    repository = Path(__file__).resolve().parents[2]
     subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
     pip = [str(folder / "bin" / "python"), "-m", "pip", "install", "-q"]
     subprocess.run([*pip, TORCH_PIN], check=True)
-    subprocess.run([*pip, "-e", f"{repository}[train]"], check=True)
+    subprocess.run([*pip, "-e", f"{REPOSITORY}[train]"], check=True)
     return str(folder / "bin" / "python")
 
 
@@ -138,6 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
     args = parser.parse_args(argv)
+    known = sorted({figure.game for figure in FIGURES})
+    unknown = sorted(set(args.game or ()) - set(known))
+    if unknown:
+        parser.error(f"--game {', '.join(unknown)}: no documented figure; one of {known}")
     python = fresh_venv(args.fresh_venv) if args.fresh_venv else sys.executable
     capability = cpu_capability(python)
     env_threads = os.environ.get("OMP_NUM_THREADS", "unset")
@@ -154,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{figure.doc}: gpu-envs {' '.join(figure.command())}: "
             f"best {measured['best_return']} at "
             f"iteration {measured['best_iteration']} (documented {figure.best_return} at "
-            f"{figure.best_iteration} on {figure.cpu_capability}): {outcome}"
+            f"{figure.best_iteration} on {figure.cpu_capability}, {figure.date}), "
+            f"{measured['seconds']:.0f} s: {outcome}"
         )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))

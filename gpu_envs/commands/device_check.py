@@ -21,7 +21,9 @@ float32 too at 2^20, and Tag's seed config at 1000 / 10,000 games: env-steps/s o
 ``validate_actions=False`` and ``copy_outputs=False``, with plain launches and with CUDA-graph
 replay in interleaved rounds, and the host microseconds per step of each), ``trainer`` (the
 bundled PPO's end-to-end env-steps/s for CartPole and the seed Tag config with
-``trainer.cuda_graphs`` on and off, timed to the end of the last update) and ``first-step`` (a
+``trainer.cuda_graphs`` on and off, timed to the end of the last update; and the row ``ddp 2
+GPUs``: the CartPole trainer on 2 GPUs, Fabric DDP over NCCL, against 1, where the machine has 2
+GPUs, else skipped, saying why) and ``first-step`` (a
 fresh process's first step with a cold and a warm kernel cache). It prints its plan first, each
 part's estimated seconds on one H200 and the total (under 6 minutes), and judges the rows against
 the GPU targets (:mod:`gpu_envs.commands.device_check_targets`; "not measured" off a GPU).

@@ -25,6 +25,9 @@ server's cores; the device's own time is small beside it at these sizes except w
 - trainer, per run: Fabric, the envs, the warm-up and the graph capture ~8 s; ``torch.compile`` of
   the CartPole preset's gradient step (Inductor, Triton) ~45 s cold, ~10 s from the caches the
   first run filled; per iteration CartPole ~0.05 s, Tag's seed run config ~0.4 s (assumed).
+- DDP row (2 GPUs against 1, when the machine has 2): two fresh ``gpu-envs train`` commands,
+  each a process start and the trainer's setup, plus NCCL's start of the 2-process run (~5 s,
+  assumed) and their iterations; ~0.1 s when it is skipped.
 - first step, per fresh process: imports, CUDA context, env and reset ~6 s, plus the cold compile
   (CartPole ~8 s, Tag ~20 s; assumed from the CPU's compile times).
 - start: importing torch and numba, the CUDA context: ~10 s.
@@ -41,7 +44,13 @@ from gpu_envs.commands import device_check_lean as lean
 from gpu_envs.commands import device_check_rows as rows
 from gpu_envs.commands.device_check_compile import warm_caches
 from gpu_envs.commands.device_check_rows import ParitySpec, Row
-from gpu_envs.commands.device_check_trainer import trainer_overrides, trainer_throughput
+from gpu_envs.commands.device_check_trainer import (
+    DDP_ROW,
+    ddp_skip_reason,
+    ddp_throughput,
+    trainer_overrides,
+    trainer_throughput,
+)
 
 #: The parts of --full, in order (the names of --only).
 PARTS = ("parity", "lean", "trainer", "first-step")
@@ -70,6 +79,7 @@ ESTIMATE_COMPILE_COLD_S, ESTIMATE_COMPILE_WARM_S = 45.0, 10.0
 ESTIMATE_ITERATION_S = {"cartpole": 0.05, "tag": 0.4}
 ESTIMATE_PROCESS_S = 6.0
 ESTIMATE_FIRST_COMPILE_S = {"cartpole": 8.0, "tag": 20.0}
+ESTIMATE_NCCL_START_S, ESTIMATE_SKIPPED_S = 5.0, 0.1
 
 #: game -> (env count, dtype) of the --full lean rows, and of --full --small. CartPole in both
 #: dtypes at 2^20 envs: issue 36's targets.
@@ -81,6 +91,8 @@ FULL_LEAN = {
 SMALL_LEAN = {"cartpole": ((8, None),), "pendulum": ((8, None),), "tag": ((2, None),)}
 #: Agents per game of the lean rows (Tag's seed config: 5 taggers + 100 runners; else 1).
 AGENTS = {"tag": 105}
+#: CartPole envs per GPU of the --full DDP row, and of --full --small.
+DDP_ENVS, SMALL_DDP_ENVS = 4096, 8
 
 
 @dataclasses.dataclass
@@ -162,43 +174,32 @@ def plan(args: argparse.Namespace) -> list[Check]:
     checks = [parity_check(spec, device) for spec in parity_specs(args)]
     if args.skip_throughput:
         return checks
-    checks.append(
-        Check(
-            "throughput",
+    throughput = (  # (what, whether it runs, its call)
+        (
             "cartpole throughput",
+            True,
             partial(rows.cartpole_throughput, device, args.cartpole_log2, timing),
-        )
+        ),
+        ("tag throughput", True, partial(rows.tag_throughput, device, args.tag_log2, timing)),
+        (
+            "tag scale throughput",
+            args.tag_scale_envs > 0,
+            partial(rows.tag_scale_throughput, device, args.tag_scale_envs, timing),
+        ),
+        (
+            "trainer throughput",
+            args.trainer_iterations > 0,
+            partial(trainer_throughput, device, args.trainer_iterations),
+        ),
     )
-    checks.append(
-        Check(
-            "throughput",
-            "tag throughput",
-            partial(rows.tag_throughput, device, args.tag_log2, timing),
-        )
-    )
-    if args.tag_scale_envs > 0:
-        checks.append(
-            Check(
-                "throughput",
-                "tag scale throughput",
-                partial(rows.tag_scale_throughput, device, args.tag_scale_envs, timing),
-            )
-        )
-    if args.trainer_iterations > 0:
-        checks.append(
-            Check(
-                "throughput",
-                "trainer throughput",
-                partial(trainer_throughput, device, args.trainer_iterations),
-            )
-        )
-    return checks
+    return checks + [Check("throughput", what, run) for what, wanted, run in throughput if wanted]
 
 
 def full_plan(args: argparse.Namespace) -> list[Check]:
     """``--full``: the kernel compile and every parity check, the lean step's throughput with
-    plain launches and graph replay, the trainer with graphs on and off, the first step of a fresh
-    process (``--small``: CI sizes, no separate compile); only the parts of ``args.only``."""
+    plain launches and graph replay, the trainer with graphs on and off and on 2 GPUs against 1
+    (skipped with fewer), the first step of a fresh process (``--small``: CI sizes, no separate
+    compile); only the parts of ``args.only``."""
     import torch
 
     small, device = args.small, args.device
@@ -265,6 +266,21 @@ def full_plan(args: argparse.Namespace) -> list[Check]:
                     estimate,
                 )
             )
+
+    ddp_iterations = max(2, args.trainer_iterations)
+    ddp_estimate = ESTIMATE_SKIPPED_S
+    if ddp_skip_reason(device) is None:
+        ddp_estimate = 2 * (ESTIMATE_PROCESS_S + ESTIMATE_TRAINER_SETUP_S) + ESTIMATE_NCCL_START_S
+        ddp_estimate += 2 * ddp_iterations * ESTIMATE_ITERATION_S["cartpole"]
+    ddp_envs = SMALL_DDP_ENVS if small else DDP_ENVS
+    checks.append(
+        Check(
+            "trainer",
+            DDP_ROW,
+            partial(ddp_throughput, device, ddp_envs, ddp_iterations),
+            ddp_estimate,
+        )
+    )
 
     from gpu_envs.games.tag.params import seed_config
 

@@ -1,10 +1,13 @@
-"""``device-check``'s trainer rows: end-to-end env-steps/s of the bundled PPO on one device.
+"""``device-check``'s trainer rows: end-to-end env-steps/s of the bundled PPO on one device, and
+on 2 GPUs against 1 (DDP).
 
-The clock is the run's training clock (compiles and warm-up excluded, evaluation paused) read at
-the end of the last update, after a device synchronise
+The clock of a one-device row is the run's training clock (compiles and warm-up excluded,
+evaluation paused) read at the end of the last update, after a device synchronise
 (``gpu_envs.trainers.core.TrainingRun.update_seconds``): the final checkpoint, the closing of the
 experiment folder and ``curves.png`` come after it and are left out, as they would weigh heavily
-on a run of a few iterations.
+on a run of a few iterations. The DDP row's runs are fresh ``gpu-envs train`` commands (Fabric
+launches the processes): their clock is read from the final checkpoint
+(:func:`gpu_envs.benchmarks.ddp_scaling.train_speed`).
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ import contextlib
 import sys
 import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 from gpu_envs.benchmarks import report
+from gpu_envs.benchmarks.ddp_scaling import train_speed
 from gpu_envs.commands.device_check_lean import SMALL_TAG
 from gpu_envs.commands.device_check_rows import Row
 
@@ -95,3 +100,49 @@ def trainer_overrides(game: str, small: bool) -> list[str]:
         if game == "tag":
             overrides += [f"env.{key}={value}" for key, value in SMALL_TAG.items()]
     return overrides
+
+
+#: The DDP row's name.
+DDP_ROW = "ddp 2 GPUs"
+
+
+def ddp_skip_reason(device: str) -> str | None:
+    """Why the DDP row cannot run here (fewer than 2 CUDA GPUs, or ``--device cpu``), or None."""
+    import torch
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if gpus < 2:
+        return f"{gpus} CUDA GPU(s) here (torch.cuda.device_count()); the row needs 2 or more"
+    if device == "cpu":
+        return "--device cpu checks the CPU; the row trains on 2 CUDA GPUs"
+    return None
+
+
+def ddp_throughput(device: str, envs: int, iterations: int) -> list[Row]:
+    """End-to-end env-steps/s of ``gpu-envs train cartpole`` on 2 GPUs (Fabric DDP over NCCL, one
+    process per GPU, ``envs`` envs each) against 1 GPU, ``iterations`` iterations each (the
+    preset, not compiled, no evaluation); with fewer than 2 GPUs, a row saying it was skipped and
+    why (:func:`ddp_skip_reason`)."""
+    setting = (
+        f"cartpole preset, {envs} envs per GPU, {iterations} iterations, Fabric DDP (NCCL) on 2 "
+        "GPUs vs 1"
+    )
+    record = {"kind": "throughput", "game": "cartpole", "processes": 2, "envs_per_process": envs}
+    reason = ddp_skip_reason(device)
+    if reason is not None:
+        return [Row(DDP_ROW, setting, f"skipped: {reason}", "", {**record, "skipped": reason})]
+    with tempfile.TemporaryDirectory() as folder:
+        one, two = (train_speed(p, envs, iterations, Path(folder), "cuda") for p in (1, 2))
+    ratio = two["env_steps_per_s"] / one["env_steps_per_s"]
+    rate = report.format_rate
+    text = (
+        f"{rate(two['env_steps_per_s'])} env-steps/s on 2 GPUs, {rate(one['env_steps_per_s'])} "
+        f"on 1: {ratio:.2f}x"
+    )
+    record |= {
+        "env_steps_per_s": two["env_steps_per_s"],
+        "one_gpu_env_steps_per_s": one["env_steps_per_s"],
+        "ratio": ratio,
+        "runs": [one, two],
+    }
+    return [Row(DDP_ROW, setting, text, "", record)]

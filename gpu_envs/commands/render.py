@@ -2,7 +2,9 @@
 
 ``render cartpole CHECKPOINT`` (and every single-agent game of ``gpu_envs.games``, registered
 ones included): one greedy episode of a trainer checkpoint's policy (seeded with ``--seed``) on its
-run's env, at the game's ``render_fps``; prints the episode's return.
+run's env, at the game's ``render_fps``; prints the episode's return. A game whose env draws no
+frames is drawn from its observations (``gpu_envs.commands.played_episode``): by its record's
+``draw_frame``, or as a plot of them over time.
 
 ``render tag [CHECKPOINT]``: the env comes from ``--config FILE`` (YAML: the env parameters, or a
 run config whose ``env:``
@@ -157,41 +159,31 @@ def check_out(path: Path) -> None:
 
 def run_single_agent(args: argparse.Namespace) -> int:
     """Write a video of one greedy episode of a single-agent game's checkpoint."""
+    from gpu_envs.commands.played_episode import DrawnFrames, ReturnCounter, draws_frames
     from gpu_envs.trainers.evaluation import record_video
     from gpu_envs.trainers.scores import load_trained_game
 
     check_out(args.out)
+    record = GAMES[args.game]
     try:
+        own_frames = draws_frames(record)
         game, groups = load_trained_game(
-            args.checkpoint, 1, args.device, game=args.game, render_mode="rgb_array"
+            args.checkpoint,
+            1,
+            args.device,
+            game=args.game,
+            render_mode="rgb_array" if own_frames else None,
         )
-        counted = ReturnCounter(game)
         try:
-            path = record_video(counted, groups, args.out, fps=args.fps, seed=args.seed)
+            played = ReturnCounter(game) if own_frames else DrawnFrames(game, record)
+            path = record_video(played, groups, args.out, fps=args.fps, seed=args.seed)
         finally:
             game.close()
     except (ValueError, RuntimeError) as error:  # CheckpointError is a RuntimeError
         raise SystemExit(f"gpu-envs render {args.game}: {error}") from None
-    print(f"wrote {path}")
-    print(f"episode return {counted.total:.2f} over {counted.steps} steps (seed {args.seed})")
+    print(f"wrote {path}" + ("" if own_frames else f": {played.how}"))
+    print(f"episode return {played.total:.2f} over {played.steps} steps (seed {args.seed})")
     return 0
-
-
-class ReturnCounter:
-    """A trainer's game face that adds up env 0's rewards as it is stepped (the return of the
-    episode ``record_video`` plays, which stops at that episode's end)."""
-
-    def __init__(self, game):
-        self.game, self.total, self.steps = game, 0.0, 0
-
-    def __getattr__(self, name: str):
-        return getattr(self.game, name)
-
-    def step(self, actions):
-        outputs = self.game.step(actions)
-        self.total += float(outputs[1][0].sum())
-        self.steps += 1
-        return outputs
 
 
 def run_tag(args: argparse.Namespace) -> int:

@@ -150,8 +150,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _overrides(args: argparse.Namespace, extra: list[str] | None) -> list[str]:
     """The ``KEY=VALUE`` words, wherever argparse put them; sets ``args.target`` and
     ``args.resume`` to what the words meant."""
-    from gpu_envs.runs.presets import PRESETS
-
     overrides = list(args.overrides or []) + list(extra or [])
     if args.target is not None and "=" in args.target:
         overrides.insert(0, args.target)
@@ -159,15 +157,28 @@ def _overrides(args: argparse.Namespace, extra: list[str] | None) -> list[str]:
     if (
         isinstance(args.resume, str)
         and not os.path.exists(args.resume)
-        and (args.resume in PRESETS or "=" in args.resume)
+        and ("=" in args.resume or _names_a_preset(args.resume))
     ):
-        # "--resume cartpole" / "--resume key=value": argparse gave the next word to --resume
+        # "--resume cartpole" / "--resume my_game" / "--resume key=value": argparse gave the
+        # next word to --resume
         if "=" in args.resume:
             overrides.insert(0, args.resume)
         else:
             args.target = args.resume
         args.resume = True
     return overrides
+
+
+def _names_a_preset(name: str) -> bool:
+    """Whether ``name`` is what the ``PRESET`` argument takes: a preset, or any name of a game
+    (built in or registered: its preset)."""
+    from gpu_envs.games import game
+    from gpu_envs.runs.presets import PRESETS
+
+    try:
+        return name in PRESETS or bool(game(name))
+    except KeyError:
+        return False
 
 
 def build_config(args: argparse.Namespace, extra: list[str] | None = None) -> RunConfig:

@@ -1,11 +1,12 @@
-"""The line said before a game's kernels compile for the first time on this machine.
+"""The lines said while something compiles for seconds before a run can start.
 
 numba compiles a game's CPU loops (or CUDA kernels) at its first reset and step, for seconds, and
 caches them on disk; later processes load them at once. :func:`announce` logs, at INFO on the
 logger ``gpu_envs.compile``, "compiling the CPU kernels of cartpole (first run only ...)" once per
-process and game, when that cache holds none of them yet. Python's logging shows no INFO record
-unless asked, so library users see nothing; the ``gpu-envs`` commands show it
-(:func:`show_on_stderr`).
+process and game, when that cache holds none of them yet. :func:`timed` logs the same way before
+and after a compilation that every process repeats (``torch.compile`` of the trainer's gradient
+step), the first time in the process. Python's logging shows no INFO record unless asked, so
+library users see nothing; the ``gpu-envs`` commands show them (:func:`show_on_stderr`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 LOGGER = logging.getLogger("gpu_envs.compile")
@@ -42,6 +46,21 @@ def announce(game: str, target: str, driver: Any) -> None:
             target.upper(),
             game,
         )
+
+
+@contextmanager
+def timed(what: str) -> Iterator[None]:
+    """Log "compiling ``what`` ..." before the block and "compiled in 12.3 s" after it, the first
+    time in the process that ``what`` compiles; later blocks of it (and a block that raises) say
+    nothing more."""
+    if ("timed", what) in _checked:
+        yield
+        return
+    _checked.add(("timed", what))
+    LOGGER.info("compiling %s ...", what)
+    start = time.perf_counter()
+    yield
+    LOGGER.info("compiled in %.1f s", time.perf_counter() - start)
 
 
 class _Stderr(logging.Handler):

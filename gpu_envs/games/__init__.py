@@ -70,6 +70,11 @@ class Game:
     """Module of ``gpu-envs bench NAME`` (empty: none)."""
     train_benchmark: str = ""
     """Module of ``gpu-envs bench train-NAME`` (empty: none)."""
+    draw_frame: str = ""
+    """``"module:function"`` drawing ``gpu-envs render``'s frames of a game whose env draws none
+    (no ``"rgb_array"`` in its ``metadata["render_modes"]``): ``function(observation)``, one env's
+    observation (a NumPy array of the observation space's shape) -> an RGB frame (H, W, 3) uint8.
+    Empty: ``gpu-envs render`` plots such a game's observations over time instead."""
 
     @property
     def preset(self) -> str:
@@ -219,7 +224,7 @@ def register_game(record: Game) -> Game:
         raise ValueError(
             f"Game.trainer_face: must be one of {TRAINER_FACES}, got {record.trainer_face!r}"
         )
-    for field in ("vector_env", "single_env", "trainer_env", "potential"):
+    for field in ("vector_env", "single_env", "trainer_env", "potential", "draw_frame"):
         path = getattr(record, field)
         module, _, attribute = path.partition(":")
         if path and not (module and attribute):

@@ -130,7 +130,8 @@ def grid_table(values: dict, columns_per_table: int = 6) -> str:
 class Experiment:
     """Creates the folder and owns the text loggers, Fabric's loggers and results.json.
 
-    ``loggers`` are Lightning's ``TensorBoardLogger`` (``log/serial``) and ``CSVLogger``
+    ``loggers`` are Lightning's ``TensorBoardLogger`` (``log/serial``, one event per call:
+    ``event_logger``) and ``CSVLogger``
     (``log/csv/version_<N>/metrics.csv``, a new version per resume: the logger rewrites an existing
     file). The trainer hands them to its Fabric, so ``fabric.log_dict`` writes to both; the
     LightZero groups (``scalars``) go to the TensorBoard stream alone.
@@ -140,7 +141,9 @@ class Experiment:
     """
 
     def __init__(self, root: Path, config: RunConfig):
-        from lightning.fabric.loggers import CSVLogger, TensorBoardLogger
+        from lightning.fabric.loggers import CSVLogger
+
+        from gpu_envs.runs.event_logger import OneEventTensorBoardLogger
 
         self.root = root
         self.ckpt_dir = root / "ckpt"
@@ -152,7 +155,7 @@ class Experiment:
             self.learner.info(f"[RANK0]: removed the unfinished checkpoint file {leftover}")
         # TensorBoard's writer thread drains its queue by itself every 10 s and fully at each
         # checkpoint (``flush``): a small queue would make the training loop wait for it.
-        self.tensorboard = TensorBoardLogger(
+        self.tensorboard = OneEventTensorBoardLogger(
             root / "log",
             name="serial",
             version="",

@@ -8,7 +8,8 @@
   error) or ``crashed`` (its process died unrecorded), and why, written atomically.
 - ``FolderLock``: one writer per run folder (``run.lock``, locked while its run lives);
   ``mark_if_crashed`` / ``mark_crashed_runs``: a ``running`` status nobody holds the lock of
-  becomes ``crashed``.
+  becomes ``crashed``; ``claim_if_orphaned``: that lock, for a process that records such a run's
+  end itself (a rank that outlived rank 0).
 - ``find_resumable(config)``: ``--resume`` without a path: the newest run of the same config
   under ``<basedir>/<name>/`` that is not finished (the most recently active).
 - ``resolve_resume(config, resume)``: what ``--resume`` names: a checkpoint and its folder.
@@ -25,6 +26,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -124,15 +126,32 @@ class FolderLock:
     """
 
     def __init__(self, folder: Path):
-        self._fd = _lock(folder / LOCK_FILE)
-        if self._fd is None:
+        fd = _lock(folder / LOCK_FILE)
+        if fd is None:
             holder = (folder / LOCK_FILE).read_text(encoding="utf8").strip() or "?"
             raise ckpt.RunFolderError(
                 f"{folder} is in use: process {holder} is writing it (it holds {LOCK_FILE}); one "
                 "run writes a folder at a time: wait for that run to end, or stop it"
             )
-        os.ftruncate(self._fd, 0)
-        os.write(self._fd, f"{os.getpid()}\n".encode())
+        self._hold(fd)
+
+    @classmethod
+    def if_free(cls, folder: Path, wait_s: float = 0.0) -> FolderLock | None:
+        """The folder's lock once no process holds it, trying for up to ``wait_s`` seconds; None
+        when another process still holds it then."""
+        deadline = time.monotonic() + wait_s
+        while (fd := _lock(folder / LOCK_FILE)) is None:
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.05)
+        lock = cls.__new__(cls)
+        lock._hold(fd)
+        return lock
+
+    def _hold(self, fd: int) -> None:
+        self._fd: int | None = fd
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
 
     def release(self) -> None:
         """Unlock the folder (at the run's end); once released, nothing."""
@@ -141,27 +160,36 @@ class FolderLock:
             self._fd = None
 
 
+def claim_if_orphaned(folder: Path, wait_s: float = 0.0) -> FolderLock | None:
+    """The lock of ``folder`` when its run is orphaned: its status says ``running`` while no
+    process holds the lock (the process that wrote the folder ended without recording why), for
+    the caller to record the run's end, then release it. None when the folder is not on this
+    machine's filesystem, its status says how the run ended, or a process still holds the lock
+    after ``wait_s`` seconds (the run is alive)."""
+    if read_status(folder)["status"] != "running":
+        return None
+    lock = FolderLock.if_free(folder, wait_s)
+    if lock is not None and read_status(folder)["status"] != "running":  # it ended meanwhile
+        lock.release()
+        return None
+    return lock
+
+
 def mark_if_crashed(folder: Path) -> dict:
     """``folder``'s status; one that says ``running`` while no process holds the folder's lock is
     a run that died unrecorded (SIGKILL, out of memory, a power cut): it is rewritten ``crashed``
     first, under the lock."""
-    record = read_status(folder)
-    if record["status"] != "running":
-        return record
-    fd = _lock(folder / LOCK_FILE)
-    if fd is None:  # the run is alive
-        return record
-    try:
-        record = read_status(folder)  # again, under the lock: the run may have ended since
-        if record["status"] == "running":
+    lock = claim_if_orphaned(folder)
+    if lock is not None:
+        try:
             write_status(
                 folder,
                 "crashed",
                 reason="its process ended without recording why (killed, out of memory, ...)",
-                running_since=record.get("updated"),
+                running_since=read_status(folder).get("updated"),
             )
-    finally:
-        os.close(fd)
+        finally:
+            lock.release()
     return read_status(folder)
 
 

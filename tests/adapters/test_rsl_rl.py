@@ -20,7 +20,12 @@ from gpu_envs.adapters.rsl_rl import (
     RslRlVecEnv,
     make_rsl_rl_env,
 )
+from gpu_envs.adapters.same_step import same_step_vec_env
+from gpu_envs.games.cartpole import CartPoleVectorEnv
+from tests.helpers import host_reads
 from tests.helpers.torch_vec_training import GymnasiumTorch, doc_snippet, first_episode_returns
+
+count_host_reads = host_reads.count_host_reads  # the fixture
 
 ONE_HOT = {"class_name": "gpu_envs.adapters.rsl_rl:OneHotCategoricalDistribution"}
 GAUSSIAN = {"class_name": "GaussianDistribution", "init_std": 1.0}
@@ -100,6 +105,90 @@ def test_tensors_stay_on_the_env_device_and_time_outs_are_handed_over():
     assert dones.all() and extras["time_outs"].all()
     assert (env.episode_length_buf == 0).all()
     assert not torch.equal(extras["final_observations"]["policy"], obs["policy"])
+
+
+def one_hot_rows(indices: list[int], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.nn.functional.one_hot(torch.tensor(indices), 2).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.uint8, torch.bool])
+def test_one_hot_rows_of_any_real_dtype_step_as_their_indices(dtype):
+    rows, indices = make_rsl_rl_env(num_envs=4, seed=3), make_rsl_rl_env(num_envs=4, seed=3)
+    for step in range(12):
+        chosen = [(step + i) % 2 for i in range(4)]
+        got, want = rows.step(one_hot_rows(chosen, dtype)), indices.step(torch.tensor(chosen))
+        assert torch.equal(got[0]["policy"], want[0]["policy"]) and torch.equal(got[1], want[1])
+
+
+class CheckedHere(CartPoleVectorEnv):
+    """CartPole with a check_actions of its own: the adapter cannot rely on the engine's."""
+
+    def check_actions(self, actions) -> torch.Tensor:
+        return super().check_actions(actions)
+
+
+def same_step(env_class: type) -> CartPoleVectorEnv:
+    return env_class(4, autoreset_mode="same_step")
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: make_rsl_rl_env(num_envs=4, seed=0),
+        lambda: RslRlVecEnv(same_step(CheckedHere), seed=0),
+        lambda: RslRlVecEnv(GymnasiumTorch("CartPole-v1", 4), device="cpu", seed=0),
+    ],
+    ids=["engine", "own_check", "not_ours"],
+)
+@pytest.mark.parametrize(
+    "rows, bad_row",
+    [
+        ([[1, 0], [0.5, 0.5], [0, 1], [1, 0]], 1),
+        ([[1, 0], [0, 1], [1, 1], [0, 0]], 2),
+        ([[1, 0], [0, 1], [0, 1], [2, -1]], 3),
+        ([[1, 0], [float("nan"), 0], [0, 1], [1, 0]], 1),
+    ],
+)
+def test_rows_that_are_not_one_hot_are_refused_naming_the_row_before_any_env_moves(
+    make, rows, bad_row
+):
+    env, untouched = make(), make()
+    with pytest.raises(ValueError, match=rf"not one-hot rows .*: row {bad_row} is \["):
+        env.step(torch.tensor(rows))
+    for step in range(3):  # the envs step on from where they were, as envs that never saw it
+        actions = one_hot_rows([step % 2, 1, 0, 1])
+        got, want = env.step(actions), untouched.step(actions)
+        assert torch.equal(got[0]["policy"], want[0]["policy"])
+    assert torch.equal(env.episode_length_buf, untouched.episode_length_buf)
+
+
+def test_with_validation_off_rows_step_as_their_argmax():
+    vec_env = same_step_vec_env("gpu_envs/CartPole-v1", 4, "cpu", validate_actions=False)
+    env, reference = RslRlVecEnv(vec_env, seed=1), make_rsl_rl_env(num_envs=4, seed=1)
+    got = env.step(torch.tensor([[0.2, 0.8], [0.9, 0.1], [0.0, 3.0], [1.0, 0.0]]))
+    want = reference.step(torch.tensor([1, 0, 1, 0]))
+    assert torch.equal(got[0]["policy"], want[0]["policy"])
+
+
+def test_a_one_hot_step_reads_nothing_back_to_the_host(count_host_reads):
+    """On the CPU the engine checks the indices inside its step loop: the folded one-hot check
+    adds no read of its own (on a GPU it shares the engine's one read, see the next test)."""
+    env = make_rsl_rl_env(num_envs=4, seed=0)
+    for step in range(3):
+        _, reads = count_host_reads(env.step, one_hot_rows([step % 2, 1, 0, 1]))
+        assert reads == [], f"step {step} read back {reads}"
+
+
+@pytest.mark.cudasim
+def test_on_cuda_a_one_hot_step_reads_back_once(count_host_reads):
+    """The engine's action check makes the step's one read; the one-hot check rides on it."""
+    env = make_rsl_rl_env(num_envs=4, device="cuda", seed=0)
+    for step in range(3):
+        actions = one_hot_rows([step % 2, 1, 0, 1]).to(env.device)
+        _, reads = count_host_reads(env.step, actions)
+        assert len(reads) == 1, f"step {step} read back {reads}"
+    with pytest.raises(ValueError, match="not one-hot rows .*: row 2 is"):
+        env.step(torch.tensor([[1, 0], [0, 1], [1, 1], [0, 1]], device=env.device))
 
 
 def randomise_like_rsl_rl(env: RslRlVecEnv) -> None:

@@ -14,6 +14,8 @@ from tensordict import TensorDict
 from torchrl.envs.utils import MarlGroupMapType, check_env_specs
 
 from gpu_envs.adapters.torchrl import CartPoleTorchRLEnv, KernelTorchRLEnv, TagTorchRLEnv
+from gpu_envs.adapters.torchrl_joint_actions import joint_action_tag_env
+from gpu_envs.engine.kernel_env import KernelEnv
 from gpu_envs.games.cartpole import CartPoleVectorEnv
 from gpu_envs.games.pendulum import PendulumVectorEnv
 from gpu_envs.games.tag.env import TagEnv
@@ -224,6 +226,56 @@ def test_all_in_one_group_has_single_reward_and_action_keys():
         _ = TagTorchRLEnv(3, **TAG_PARAMS).reward_key
 
 
+class EngineEnvs:
+    """The engine envs built while a test runs, and how often each was closed."""
+
+    def __init__(self) -> None:
+        self.made: list[KernelEnv] = []
+        self.closed_ids: list[int] = []
+
+    def closes(self) -> list[int]:
+        """How many times each env built was closed (others, collected meanwhile, not counted)."""
+        return [self.closed_ids.count(id(env)) for env in self.made]
+
+
+@pytest.fixture
+def engine_envs(monkeypatch) -> EngineEnvs:
+    """Records the engine envs built and closed while the test runs."""
+    envs = EngineEnvs()
+    init, close = KernelEnv.__init__, KernelEnv.close
+
+    def recorded_init(self, *args, **kwargs):
+        envs.made.append(self)
+        init(self, *args, **kwargs)
+
+    def recorded_close(self, **kwargs):
+        envs.closed_ids.append(id(self))
+        close(self, **kwargs)
+
+    monkeypatch.setattr(KernelEnv, "__init__", recorded_init)
+    monkeypatch.setattr(KernelEnv, "close", recorded_close)
+    return envs
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: CartPoleTorchRLEnv(2),
+        lambda: KernelTorchRLEnv(PendulumVectorEnv(2, autoreset_mode="disabled")),
+        lambda: TagTorchRLEnv(2, **TAG_PARAMS),
+        lambda: joint_action_tag_env(2, **TAG_PARAMS),
+    ],
+    ids=["cartpole", "kernel", "tag", "joint_actions"],
+)
+def test_close_closes_the_engine_env(make, engine_envs):
+    env = make()
+    env.rollout(3)
+    env.close()
+    assert engine_envs.closes() == [1]
+    with pytest.raises(RuntimeError, match="is closed"):
+        engine_envs.made[0].reset()
+
+
 @pytest.mark.parametrize(
     "group_map, match",
     [
@@ -238,9 +290,16 @@ def test_all_in_one_group_has_single_reward_and_action_keys():
         ("agents", "group_map must be"),
     ],
 )
-def test_bad_group_maps_are_refused_naming_the_problem(group_map, match):
+def test_bad_group_maps_are_refused_naming_the_problem(group_map, match, engine_envs):
     with pytest.raises((ValueError, TypeError), match=match):
         TagTorchRLEnv(1, **TAG_PARAMS, group_map=group_map)
+    assert engine_envs.closes() == [1]  # the Tag env it built
+
+
+def test_a_refused_seed_closes_the_env_built_for_it(engine_envs):
+    with pytest.raises(ValueError, match="seed must be"):
+        joint_action_tag_env(2, seed=-1, **TAG_PARAMS)
+    assert engine_envs.closes() == [1]
 
 
 class _TwoHeads(torch.distributions.Distribution):

@@ -1,12 +1,11 @@
 """The documented training figures replay in a fresh process (benchmarks.training_figures)."""
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 
 from gpu_envs.benchmarks import training_figures
-from gpu_envs.benchmarks.training_figures import FIGURES, TrainingFigure, verdict
+from gpu_envs.benchmarks.training_figures import FIGURES, TrainingFigure, unstated, verdict
 
 FIGURE = TrainingFigure(
     doc="docs/x.md",
@@ -16,6 +15,7 @@ FIGURE = TrainingFigure(
     best_return=500.0,
     cpu_capability="AVX512",
     versions="torch 2.13.0",
+    date="2026-12-03",
 )
 
 
@@ -35,11 +35,33 @@ def test_verdict_is_a_regression_only_on_the_recorded_cpu_capability(
     assert verdict(FIGURE, measured, capability) == expected
 
 
-def test_every_figure_names_its_page_versions_and_cpu_and_the_page_states_it():
-    for figure in FIGURES:
-        page = Path(figure.doc).read_text()
-        assert figure.versions and figure.cpu_capability and figure.torch_threads >= 1
-        assert f"{figure.best_return:.2f}".rstrip("0").rstrip(".") in page.replace(",", ""), figure
+def test_a_return_is_compared_to_the_two_decimals_the_docs_state():
+    measured = {"best_iteration": 10, "best_return": 500.004}
+    assert verdict(FIGURE, measured, "AVX512") == "same"
+    assert verdict(FIGURE, {**measured, "best_return": 500.006}, "AVX512") == "DIFFERENT"
+
+
+@pytest.mark.parametrize("figure", FIGURES, ids=lambda f: f"{f.game}-{f.seed}")
+def test_every_figure_is_stated_on_its_page_with_what_it_was_measured_with(figure):
+    assert unstated(figure) == []
+
+
+def test_a_page_that_drifted_from_its_figure_is_named(tmp_path):
+    page = tmp_path / "docs" / "x.md"
+    page.parent.mkdir()
+    stated = (
+        "`gpu-envs train cartpole` stops at iteration 10 with **500.00**, measured 2026-12-03 on "
+        "an AVX-512 CPU (torch 2.13.0, 1 torch thread).\n"
+    )
+    page.write_text(stated)
+    assert unstated(FIGURE, tmp_path) == []
+    page.write_text(stated.replace("500.00", "499.50").replace("AVX-512", "AVX2"))
+    assert unstated(FIGURE, tmp_path) == [
+        "docs/x.md does not state the return 500.00",
+        "docs/x.md does not state the CPU capability AVX512",
+    ]
+    moved = dataclasses.replace(FIGURE, doc="docs/gone.md")
+    assert unstated(moved, tmp_path) == ["docs/gone.md does not exist"]
 
 
 @pytest.mark.slow
@@ -51,3 +73,10 @@ def test_cartpole_figure_replays_in_a_fresh_process():
         measured,
         dataclasses.asdict(figure),
     )
+
+
+def test_an_unknown_game_is_refused_naming_the_known_ones(capsys):
+    with pytest.raises(SystemExit) as stop:
+        training_figures.main(["--game", "tag"])
+    assert stop.value.code == 2
+    assert "--game tag: no documented figure; one of ['acrobot'" in capsys.readouterr().err

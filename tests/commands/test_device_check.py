@@ -23,9 +23,10 @@ from gpu_envs.commands import device_check_lean as lean
 from gpu_envs.commands import device_check_plan as plan
 from gpu_envs.commands import device_check_rows as rows
 from gpu_envs.commands import device_check_targets as targets
+from gpu_envs.commands import device_check_trainer
 from gpu_envs.commands.device_check_compile import warm_caches
 from gpu_envs.commands.device_check_journal import exit_status, format_table
-from gpu_envs.commands.device_check_trainer import trainer_throughput
+from gpu_envs.commands.device_check_trainer import ddp_throughput, trainer_throughput
 from gpu_envs.engine.devices import cuda_available
 from gpu_envs.games import GAMES
 from gpu_envs.trainers import core
@@ -81,7 +82,7 @@ def test_the_full_plan_at_ci_sizes_has_every_part():
     game, the trainer for CartPole and Tag (graphs on as well where torch has CUDA), the cold and
     warm first step of CartPole and Tag; no separate kernel compile."""
     checks = plan.full_plan(_args("--full", "--small", "--device", "cpu"))
-    trainer_runs = 2 * (2 if torch.cuda.is_available() else 1)
+    trainer_runs = 2 * (2 if torch.cuda.is_available() else 1) + 1  # and the DDP row
     parts = [c.part for c in checks]
     assert (
         parts
@@ -99,7 +100,9 @@ def test_the_full_plan_fits_six_minutes_on_a_gpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     checks = plan.full_plan(_args("--full"))
     assert checks[0].what == "kernel compile"
-    assert [c.part for c in checks].count("trainer") == 4
+    assert [c.part for c in checks].count("trainer") == 5  # graphs off and on x 2 games, DDP
+    (ddp,) = [c for c in checks if c.what == "ddp 2 GPUs"]
+    assert ddp.estimate_s == plan.ESTIMATE_SKIPPED_S  # one GPU: the row is skipped
     lean_checks = [c for c in checks if c.part == "lean"]
     assert [(c.run.args[0], c.run.args[1], c.run.args[5]) for c in lean_checks] == [
         (game, n, dtype) for game, sizes in plan.FULL_LEAN.items() for n, dtype in sizes
@@ -110,6 +113,18 @@ def test_the_full_plan_fits_six_minutes_on_a_gpu(monkeypatch):
     args = _args("--full")
     assert args.parity_steps == 500 and args.max_episode_steps == 50
     assert args.tag_parity_steps == 400  # two Tag episodes (T = 200): the autoreset and a second
+
+
+def test_the_ddp_row_is_planned_at_its_size_where_2_gpus_are(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    (ddp,) = [c for c in plan.full_plan(_args("--full")) if c.what == "ddp 2 GPUs"]
+    assert ddp.part == "trainer" and ddp.run.args == ("cuda", plan.DDP_ENVS, 10)
+    assert 30 < ddp.estimate_s < 60
+    (small,) = [
+        c for c in plan.full_plan(_args("--only", "trainer", "--small")) if c.what == ddp.what
+    ]
+    assert small.run.args == ("cuda", plan.SMALL_DDP_ENVS, 2)
 
 
 def test_only_runs_the_parts_it_names():
@@ -279,6 +294,55 @@ def test_scale_point_and_trainer_rows_on_cpu(capsys):
     assert row.record["iterations"] == 2 and row.record["env_steps"] == 40
     assert row.record["env_steps_per_s"] > 0 and "env-steps/s" in row.result
     assert capsys.readouterr().out == ""  # the run's console output went to stderr
+
+
+def test_the_ddp_row_says_why_it_is_skipped(monkeypatch):
+    """Fewer than 2 GPUs (this machine, the CUDA simulator), or ``--device cpu``: a row saying it
+    was skipped and why, nothing run."""
+    (row,) = ddp_throughput("cuda", 8, 2)
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if gpus < 2:
+        assert row.result == (
+            f"skipped: {gpus} CUDA GPU(s) here (torch.cuda.device_count()); the row needs 2 or more"
+        )
+        assert row.record["skipped"] == row.result.removeprefix("skipped: ")
+    assert row.check == "ddp 2 GPUs" and row.status == ""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    (row,) = ddp_throughput("cpu", 8, 2)
+    assert row.result == "skipped: --device cpu checks the CPU; the row trains on 2 CUDA GPUs"
+
+
+def test_the_ddp_row_on_2_gpus_reports_2_against_1(monkeypatch):
+    """With 2 GPUs: a 1-process and a 2-process run of the CartPole trainer on CUDA (faked
+    here: their commands are tested by tests/benchmarks/test_bench_ddp.py), and their ratio."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    calls = []
+
+    def fake_speed(processes, envs, iterations, basedir, accelerator):
+        calls.append((processes, envs, iterations, accelerator))
+        return {"processes": processes, "env_steps_per_s": 1e6 * (1.0 if processes == 1 else 1.8)}
+
+    monkeypatch.setattr(device_check_trainer, "train_speed", fake_speed)
+    (row,) = ddp_throughput("cuda", 4096, 10)
+    assert calls == [(1, 4096, 10, "cuda"), (2, 4096, 10, "cuda")]
+    assert row.result == "1.8M env-steps/s on 2 GPUs, 1M on 1: 1.80x"
+    assert row.record["ratio"] == pytest.approx(1.8) and row.record["env_steps_per_s"] == 1.8e6
+    assert "skipped" not in row.record
+
+
+def test_the_ddp_row_of_the_ci_command_is_skipped_on_the_cpu(tmp_path):
+    """``gpu-envs device-check --full --small --device cpu`` (as .ci/run; its trainer part): the
+    DDP row is written, skipped with the reason, and the run passes."""
+    path = tmp_path / "rows.json"
+    command = [sys.executable, "-m", "gpu_envs.cli", "device-check", "--full", "--small"]
+    command += ["--device", "cpu", "--only", "trainer", "--json", str(path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (row,) = [r for r in json.loads(path.read_text())["rows"] if r["check"] == "ddp 2 GPUs"]
+    assert row["result"].startswith("skipped: ") and row["record"]["skipped"]
+    assert "| ddp 2 GPUs | cartpole preset, 8 envs per GPU" in done.stdout
 
 
 def test_the_trainer_clock_stops_after_the_last_update(monkeypatch):

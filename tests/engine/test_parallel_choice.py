@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import gpu_envs
-from gpu_envs.kernels.cpu import AdaptiveStep
+from gpu_envs.kernels import cpu
+from gpu_envs.kernels.cpu import AdaptiveStep, LoopChoice
 
 
 class FakeLoops:
@@ -74,7 +75,67 @@ def test_every_call_runs_exactly_one_loop_and_returns_its_result():
     assert results == [i % 7 == 0 for i in range(300)]
 
 
-@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="one numba thread: serial only")
+def test_a_new_step_of_a_known_size_starts_on_the_chosen_loop_and_still_compares():
+    loops, choice = FakeLoops(parallel_ns=2_000_000, serial_ns=100_000), LoopChoice()
+    first = loops.adaptive(probe_interval_ns=10_000_000, choice=choice)
+    for _ in range(AdaptiveStep.FIRST_PROBE_AFTER + 3):
+        first("ok")
+    assert choice == LoopChoice(parallel=False, calls=100)  # 10 ms at 0.1 ms per serial call
+    loops.calls.clear()
+    second = loops.adaptive(probe_interval_ns=10_000_000, choice=choice)
+    assert not second.parallel_runs
+    for _ in range(99):  # no re-timing at the start: the first comparison is an interval away
+        second("ok")
+    assert set(loops.calls) == {"serial"}
+    loops.cost["parallel"] = 50_000  # the load went away
+    for _ in range(4):
+        second("ok")
+    assert loops.calls[-4:] == ["serial", "serial", "parallel", "parallel"]
+    assert second.parallel_runs and choice.parallel and choice.calls == 200
+    assert first.parallel_runs is False  # a running step keeps its own loop until it compares
+
+
+def test_a_pinned_step_runs_one_loop_and_never_compares():
+    loops, choice = FakeLoops(parallel_ns=2_000_000, serial_ns=100_000), LoopChoice()
+    step = loops.adaptive(probe_interval_ns=10_000_000, choice=choice)
+    step.pin(parallel=True)
+    for _ in range(500):
+        step("ok")
+    assert set(loops.calls) == {"parallel"} and choice == LoopChoice()
+
+
+needs_threads = pytest.mark.skipif(
+    numba.config.NUMBA_NUM_THREADS < 2, reason="one numba thread: serial only"
+)
+
+
+def chooser_of(env) -> AdaptiveStep:
+    """The env's step chooser (made at its first step with a tensor)."""
+    env.reset(seed=0)
+    env.step(torch.zeros(env.num_envs, dtype=torch.int64))
+    chooser = env._cpu_step[1]
+    assert isinstance(chooser, AdaptiveStep)
+    return chooser
+
+
+@needs_threads
+def test_envs_of_one_size_and_dtype_share_the_choice_across_the_process(monkeypatch):
+    monkeypatch.setattr(cpu, "_LOOP_CHOICES", {})
+    first = chooser_of(gpu_envs.CartPoleVectorEnv(4096))
+    assert first.parallel_runs and first.choice == LoopChoice()
+    first.choice.parallel, first.choice.calls = False, 300  # as a comparison leaves it
+    again = chooser_of(gpu_envs.CartPoleVectorEnv(4096))
+    assert again.choice is first.choice and not again.parallel_runs
+    assert again._countdown == 300 - 1  # its first comparison one interval on (1 step made)
+    for other in (
+        gpu_envs.CartPoleVectorEnv(4097),
+        gpu_envs.CartPoleVectorEnv(4096, dtype=torch.float32),
+    ):
+        chooser = chooser_of(other)
+        assert chooser.choice is not first.choice and chooser.parallel_runs
+
+
+@needs_threads
 def test_the_env_steps_on_the_same_bits_whichever_loop_the_chooser_picks():
     generator = np.random.default_rng(0)
     actions = [torch.from_numpy(generator.integers(0, 2, 4096)) for _ in range(60)]

@@ -25,9 +25,11 @@ from gpu_envs.games.cartpole import CartPoleVectorEnv
 from gpu_envs.games.pendulum import PendulumVectorEnv
 from gpu_envs.games.tag.env import TagEnv
 from tests.engine import test_faces_on_cuda as faces
+from tests.helpers import host_reads
 
 pytestmark = pytest.mark.cudasim
 assert_same = faces.assert_same  # the fixture
+count_host_reads = host_reads.count_host_reads  # the fixture
 simulator_only = pytest.mark.skipif(
     not devices.simulated_cuda(), reason="records the simulator's launches"
 )
@@ -198,35 +200,6 @@ def test_on_a_gpu_the_envs_follow_a_non_default_torch_stream(game, assert_same):
 
 
 # ------------------------------------------------------------------------ host reads per step
-#: The tensor methods that read a value back to the host: a synchronisation on a GPU.
-HOST_READS = ("__bool__", "__int__", "__float__", "__index__", "item", "tolist", "cpu")
-
-
-@pytest.fixture
-def count_host_reads(monkeypatch):
-    """``count(call, *args)`` runs ``call(*args)`` and returns its result and the names of the
-    host reads (:data:`HOST_READS`) it made on tensors."""
-
-    reads: list[str] = []
-
-    def counted(name, method):
-        def read(tensor, *args, **kwargs):
-            reads.append(name)
-            return method(tensor, *args, **kwargs)
-
-        return read
-
-    def count(call, *args):
-        reads.clear()
-        with monkeypatch.context() as patch:
-            for name in HOST_READS:
-                patch.setattr(torch.Tensor, name, counted(name, getattr(torch.Tensor, name)))
-            result = call(*args)
-        return result, list(reads)
-
-    return count
-
-
 @pytest.mark.parametrize("validate", [False, True])
 @pytest.mark.parametrize("mode", ["next_step", "disabled"])
 @pytest.mark.parametrize("game", list(MAKE))

@@ -9,6 +9,7 @@ import os
 import signal
 import stat
 import sys
+import threading
 import time
 from pathlib import Path
 from subprocess import PIPE, STDOUT, Popen
@@ -243,6 +244,25 @@ def test_a_running_status_stays_while_its_run_holds_the_lock(tmp_path):
     assert run_control.mark_if_crashed(tmp_path)["status"] == "running"
     alive.release()
     assert run_control.mark_if_crashed(tmp_path)["status"] == "crashed"
+
+
+def test_an_orphaned_run_is_claimed_once_its_writer_lets_go(tmp_path):
+    """``claim_if_orphaned`` (a rank that outlives rank 0): the folder's lock, when its status says
+    ``running`` and no process holds the lock within ``wait_s``; nothing for a folder not here or
+    a run whose status says how it ended."""
+    assert run_control.claim_if_orphaned(tmp_path / "on another node", wait_s=0.0) is None
+    run_control.write_status(tmp_path, "running", iteration=0)
+    alive = run_control.FolderLock(tmp_path)
+    assert run_control.claim_if_orphaned(tmp_path, wait_s=0.2) is None  # its writer holds it
+    threading.Timer(0.2, alive.release).start()  # the writer ends while the claim waits
+    lock = run_control.claim_if_orphaned(tmp_path, wait_s=30.0)
+    assert lock is not None
+    assert (tmp_path / run_control.LOCK_FILE).read_text() == f"{os.getpid()}\n"
+    with pytest.raises(RunFolderError, match="is in use"):
+        run_control.FolderLock(tmp_path)
+    lock.release()
+    run_control.write_status(tmp_path, "failed", reason="recorded")
+    assert run_control.claim_if_orphaned(tmp_path) is None
 
 
 # ------------------------------------------------------------------------- 4. NaN weights

@@ -84,11 +84,12 @@ def test_compile_failure_warns_and_trains_eagerly(monkeypatch, fuse_optimizer):
     assert result["first_ratio_deviation"].item() == 0.0
 
 
-def test_fused_step_compiles_without_moving_anything_then_trains_like_eager_adam():
+@pytest.mark.parametrize("num_minibatches", [3, 1])
+def test_fused_step_compiles_without_moving_anything_then_trains_like_eager_adam(num_minibatches):
     """The fused step (loss, gradient, clipping, Adam in one graph) against the eager step it
-    replaces."""
-    eager, collector = _group_and_rollout(fused=True)
-    fused, _ = _group_and_rollout(fused=True)
+    replaces; with one minibatch, all the update's epochs in one compiled call."""
+    eager, collector = _group_and_rollout(num_minibatches, fused=True)
+    fused, _ = _group_and_rollout(num_minibatches, fused=True)
     fused.config.max_grad_norm = eager.config.max_grad_norm = (
         0.05  # small enough to clip every step
     )
@@ -100,6 +101,8 @@ def test_fused_step_compiles_without_moving_anything_then_trains_like_eager_adam
     assert fused.step.kind == "fused" and eager.step.kind == "eager"
     assert all(torch.equal(a, b) for a, b in zip(before, fused.module.parameters()))
     assert not fused.optimizer.state
+    epoch_calls, run_epochs = [], fused.step.epochs
+    fused.step.epochs = lambda mb, epochs: epoch_calls.append(epochs) or run_epochs(mb, epochs)
 
     for _ in range(3):
         buf = collector.collect()["agent"]
@@ -110,6 +113,7 @@ def test_fused_step_compiles_without_moving_anything_then_trains_like_eager_adam
         for key in ("total_loss", "policy_loss", "value_loss", "entropy", "approx_kl", "grad_norm"):
             torch.testing.assert_close(fused_result[key], eager_result[key], rtol=1e-4, atol=1e-6)
     assert fused_result["grad_norm"] > 0.05  # the clipping was exercised
+    assert epoch_calls == ([2, 2, 2] if num_minibatches == 1 else [])  # one call per update
     for a, b in zip(fused.module.parameters(), eager.module.parameters()):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
     # The optimizer state is torch's Adam's own: same keys, same step count, same moments.
@@ -117,7 +121,8 @@ def test_fused_step_compiles_without_moving_anything_then_trains_like_eager_adam
     assert eager_state["param_groups"] == fused_state["param_groups"]
     for index, state in eager_state["state"].items():
         assert fused_state["state"][index].keys() == state.keys()
-        assert fused_state["state"][index]["step"].item() == state["step"].item() == 3 * 2 * 3
+        steps = 3 * 2 * num_minibatches  # updates x epochs x minibatches
+        assert fused_state["state"][index]["step"].item() == state["step"].item() == steps
         torch.testing.assert_close(
             fused_state["state"][index]["exp_avg"], state["exp_avg"], rtol=1e-4, atol=1e-7
         )

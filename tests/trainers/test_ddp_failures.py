@@ -1,9 +1,9 @@
 """A rank that dies (kill -9) or hangs (SIGSTOP) in a 2-process gloo run: rank 0 stops within
 ``trainer.collective_timeout`` with the trainer's own message (which rank, the last checkpoint, the
 resume command), exits with an error and records the run ``failed``; the command it prints resumes
-the run.
+the run. When rank 0 is the one killed, rank 1 records the run ``failed`` with its own message.
 
-The tests run this file as a script (``gpu-envs train``'s command line, rank 1 stopping itself
+The tests run this file as a script (``gpu-envs train``'s command line, one rank stopping itself
 after iteration ``FAULT_AT``'s rollout); Fabric's launcher starts rank 1 by running it again.
 """
 
@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from gpu_envs.runs import run_control
@@ -68,7 +69,7 @@ def _check_report(done: subprocess.CompletedProcess, tmp_path: Path, what: str) 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_killed_rank_fails_the_run_naming_it_and_the_resume_command(tmp_path):
-    done, _ = _run(tmp_path, "kill")
+    done, _ = _run(tmp_path, "kill:1")
     pid = _rank1_pid(done.stderr)
     _check_report(done, tmp_path, f"rank 1 (process {pid}) ended by SIGKILL")
     # the printed command resumes the run from that checkpoint (on 2 processes again)
@@ -88,7 +89,7 @@ def test_a_killed_rank_fails_the_run_naming_it_and_the_resume_command(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_hung_rank_fails_the_run_within_the_collective_timeout(tmp_path):
-    done, seconds = _run(tmp_path, "stop")
+    done, seconds = _run(tmp_path, "stop:1")
     pid = _rank1_pid(done.stderr)
     try:
         _check_report(done, tmp_path, f"rank 1 (process {pid}) is stopped")
@@ -98,16 +99,44 @@ def test_a_hung_rank_fails_the_run_within_the_collective_timeout(tmp_path):
         os.kill(pid, signal.SIGKILL)  # the stopped rank stays stopped: end it
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_killed_rank_0_is_recorded_failed_by_the_rank_that_outlives_it(tmp_path):
+    """Rank 0 killed: rank 1 (its child, left running) stops with its own message and records the
+    run ``failed`` with it in ``run_status.json``: the status never says ``running`` once the job
+    has ended."""
+    done, _ = _run(tmp_path, "kill:0")
+    assert done.returncode == -signal.SIGKILL, done.stderr[-3000:]
+    mine = f"saving.basedir={tmp_path}"  # (rank 1's command line is rank 0's)
+    rank1 = [p for p in psutil.process_iter(["cmdline"]) if mine in (p.info["cmdline"] or ())]
+    _, alive = psutil.wait_procs(rank1, timeout=120)
+    for process in alive:
+        process.kill()
+    assert not alive, "rank 1 outlived rank 0 by 120 s"
+    run = tmp_path / "cartpole_ppo" / "run"
+    message = (tmp_path / "stderr.txt").read_text().strip().splitlines()[-1]
+    head = f"gpu-envs train: error: rank 1 of 2 stopped during iteration {FAULT_AT}: rank 0 ended "
+    assert message.startswith(head), message
+    assert f"the last checkpoint is {run / 'ckpt' / 'iteration_2.pth.tar'}; resume" in message
+    status = run_control.read_status(run)
+    assert status["status"] == "failed", status
+    assert status["reason"] == f"RankFailure: {message.removeprefix('gpu-envs train: error: ')}"
+    assert status["iteration"] == FAULT_AT
+    assert run_control.mark_if_crashed(run)["status"] == "failed"  # (its lock was released)
+
+
 def _fault(how: str) -> None:
-    """Rank 1 kills or stops itself after iteration ``FAULT_AT``'s rollout, then the command."""
+    """Rank ``R`` of ``how`` (``kill:R``, ``stop:R``) kills or stops itself after iteration
+    ``FAULT_AT``'s rollout, then the command."""
     from gpu_envs.commands import train
     from gpu_envs.trainers import ppo
 
     learn = ppo.learn
+    action, rank = how.split(":")
 
     def faulty_learn(groups, rollout, iteration, num_iterations):
-        if iteration == FAULT_AT and os.environ.get("LOCAL_RANK") == "1":
-            os.kill(os.getpid(), signal.SIGKILL if how == "kill" else signal.SIGSTOP)
+        if iteration == FAULT_AT and os.environ.get("LOCAL_RANK") == rank:
+            os.kill(os.getpid(), signal.SIGKILL if action == "kill" else signal.SIGSTOP)
         return learn(groups, rollout, iteration, num_iterations)
 
     ppo.learn = faulty_learn

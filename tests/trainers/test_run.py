@@ -204,12 +204,12 @@ def test_compiled_training_fuses_the_gradient_step_and_resumes_its_adam_state(
     from gpu_envs.trainers import fused_step
     from gpu_envs.trainers.fabric_loop import train
 
-    fused_calls = []
-    original_call = fused_step.FusedAdamStep.__call__
+    epoch_calls = []
+    original_epochs = fused_step.FusedAdamStep.epochs
     monkeypatch.setattr(
         fused_step.FusedAdamStep,
-        "__call__",
-        lambda self, *args: fused_calls.append(1) or original_call(self, *args),
+        "epochs",
+        lambda self, mb, epochs: epoch_calls.append(epochs) or original_epochs(self, mb, epochs),
     )
     base = [
         *SMALL,
@@ -223,9 +223,8 @@ def test_compiled_training_fuses_the_gradient_step_and_resumes_its_adam_state(
             apply_overrides(preset("cartpole"), base + ["trainer.total_timesteps=256"])
         )
     )
-    assert (
-        len(fused_calls) == 4 * 10
-    )  # 4 iterations of 10 epochs x 1 minibatch, all through the fused step
+    # 4 iterations, each one fused call of its 10 whole-batch epochs
+    assert epoch_calls == [10] * 4
     train(
         RunConfig.from_dict(
             apply_overrides(preset("cartpole"), base + ["trainer.total_timesteps=384"])
