@@ -99,7 +99,8 @@ class TrainingRun:
         agent_map: policy tag -> agent ids; None: the game's default (teams, or every agent).
         dist: the collectives (a launched Fabric); None: one process.
         setup: wraps a trained policy and its optimiser (Fabric's ``setup``); None: used as built.
-        resume: a checkpoint to continue from (``run_control.resolve_resume``'s), or None.
+        resume: a checkpoint to continue from, already read (``run_control.resolve_resume``'s),
+            or None.
         log_scalars: also receives every scalars point (``metrics, env_step, records``): the
             driver's own loggers (``fabric.log_dict``, Lightning's ``self.log_dict``).
         folder_lock: the resumed folder's lock, taken already; ``open_folder`` takes a new
@@ -115,7 +116,7 @@ class TrainingRun:
         agent_map: dict[str, list[int]] | None = None,
         dist=None,
         setup: Setup | None = None,
-        resume: Path | None = None,
+        resume: ckpt.LoadedCheckpoint | None = None,
         log_scalars: Callable | None = None,
         folder_lock: run_control.FolderLock | None = None,
     ):
@@ -176,7 +177,7 @@ class TrainingRun:
         self.console = config.saving.console  # compact | blocks | none (a driver may choose)
         self.speed_in_blocks = True  # "blocks" ends with the speed block (else a callback's)
         self.video_game = None
-        self.resumed_from = resume
+        self.resumed_from = None if resume is None else resume.path
         self._resume_state = None if resume is None else self._restore(resume)
         self.root: Path = experiment_root(config)
         self.experiment: Experiment | NullExperiment = NullExperiment()
@@ -571,10 +572,10 @@ class TrainingRun:
         gathered = self.dist.all_gather(flat)
         return gathered.view(tensor.dtype).reshape(self.world_size, *tensor.shape)
 
-    def _restore(self, path: Path) -> dict:
-        """Load ``path``'s weights, optimiser states and counters; returns the checkpoint for
-        ``_start_rollouts``."""
-        state = ckpt.load_checkpoint(path)
+    def _restore(self, loaded: ckpt.LoadedCheckpoint) -> dict:
+        """Put back the weights, optimiser states and counters of ``loaded`` (read by
+        ``resolve_resume``); returns its state for ``_start_rollouts``."""
+        path, state = loaded
         ckpt.check_compatible(
             state,
             path,

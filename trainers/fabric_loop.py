@@ -171,8 +171,8 @@ class Trainer(TrainingRun):
     def __init__(self, fabric, config: RunConfig, resume=None):
         self.fabric = fabric
         writer = fabric.global_rank == 0
-        resume_path, root = run_control.resolve_resume(config, resume, mark_crashed=writer)
-        resumed = resume_path is not None
+        loaded, root = run_control.resolve_resume(config, resume, mark_crashed=writer)
+        resumed = loaded is not None
         # a resumed folder is locked before any work (one still to create, by ``open_folder``)
         lock = run_control.FolderLock(root) if resumed and writer and root.is_dir() else None
         try:
@@ -181,7 +181,7 @@ class Trainer(TrainingRun):
                 fabric.device,
                 dist=fabric,
                 setup=fabric.setup,
-                resume=resume_path,
+                resume=loaded,
                 log_scalars=self._log_to_fabric if fabric.loggers else None,
                 folder_lock=lock,
             )

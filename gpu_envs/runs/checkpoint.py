@@ -32,7 +32,7 @@ import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -85,6 +85,13 @@ _REQUIRED = (
     "sampler",
     "rng",
 )
+
+
+class LoadedCheckpoint(NamedTuple):
+    """A checkpoint read once (``load_checkpoint``) and handed on: its file and its state."""
+
+    path: Path
+    state: dict
 
 
 class CheckpointError(RuntimeError):
@@ -281,19 +288,19 @@ def prune_checkpoints(folder: str | Path, keep_last: int, written: Path) -> list
     return old
 
 
-def latest_readable_checkpoint(folder: str | Path) -> Path | None:
-    """The newest ``iteration_<N>.pth.tar`` of ``folder`` that ``load_checkpoint`` accepts (None
-    if none).
+def latest_readable_checkpoint(folder: str | Path) -> LoadedCheckpoint | None:
+    """The newest ``iteration_<N>.pth.tar`` of ``folder`` that ``load_checkpoint`` accepts, with
+    the state it read (None if none).
 
     Each newer file it skips (damaged, incomplete) is named in a warning with the reason.
     """
     for path in iteration_checkpoints(folder):
         try:
-            load_checkpoint(path)
+            state = load_checkpoint(path)
         except CheckpointError as error:
             warnings.warn(f"--resume: skipping {path}: {error}", stacklevel=2)
             continue
-        return path
+        return LoadedCheckpoint(path, state)
     return None
 
 

@@ -12,7 +12,8 @@
   end itself (a rank that outlived rank 0).
 - ``find_resumable(config)``: ``--resume`` without a path: the newest run of the same config
   under ``<basedir>/<name>/`` that is not finished (the most recently active).
-- ``resolve_resume(config, resume)``: what ``--resume`` names: a checkpoint and its folder.
+- ``resolve_resume(config, resume)``: what ``--resume`` names: a checkpoint (read once, for the
+  trainer to restore) and its folder.
 - ``resume_command(folder)``: the exact command that resumes a run.
 """
 
@@ -231,6 +232,11 @@ def find_resumable(config: RunConfig, mark_crashed: bool = True) -> Path:
     Raises ``CheckpointError`` saying what is there instead: a finished run, runs of other
     configs, or nothing.
     """
+    return _find_resumable(config, mark_crashed)[0]
+
+
+def _find_resumable(config: RunConfig, mark_crashed: bool) -> tuple[Path, ckpt.LoadedCheckpoint]:
+    """``find_resumable``'s folder and its newest readable checkpoint, as read there."""
     status_of = mark_if_crashed if mark_crashed else read_status
     parent = Path(config.saving.basedir) / config.saving.name
     runs = sorted((p.parent for p in parent.glob(f"*/{CONFIG_FILE}")), key=_updated, reverse=True)
@@ -243,8 +249,9 @@ def find_resumable(config: RunConfig, mark_crashed: bool = True) -> Path:
         if status_of(folder)["status"] == "finished":
             finished.append(folder)
             continue
-        if ckpt.latest_readable_checkpoint(folder / "ckpt") is not None:
-            return folder
+        loaded = ckpt.latest_readable_checkpoint(folder / "ckpt")
+        if loaded is not None:
+            return folder, loaded
     if finished:
         status = read_status(finished[0])
         raise ckpt.CheckpointError(
@@ -266,41 +273,49 @@ def resume_command(folder: Path) -> str:
     return f"{prefix} --resume {shlex.quote(str(folder))}"
 
 
+def _read_named(named: Path, mark_crashed: bool) -> ckpt.LoadedCheckpoint:
+    """The checkpoint ``--resume named`` reads: the file, or the newest readable one of the folder
+    (or of its ``ckpt/``); see ``resolve_resume``."""
+    if not named.is_dir():
+        return ckpt.LoadedCheckpoint(named, ckpt.load_checkpoint(named))
+    folder = named / "ckpt" if (named / "ckpt").is_dir() else named
+    loaded = ckpt.latest_readable_checkpoint(folder)
+    if loaded is None:
+        if mark_crashed:
+            mark_if_crashed(folder.parent if folder.name == "ckpt" else folder)
+        raise ckpt.CheckpointError(
+            f"--resume {named}: no readable iteration_<N>.pth.tar checkpoint there"
+        )
+    return loaded
+
+
 def resolve_resume(
     config: RunConfig, resume, mark_crashed: bool = True
-) -> tuple[Path | None, Path]:
-    """(checkpoint to resume from or None, experiment folder to write into).
+) -> tuple[ckpt.LoadedCheckpoint | None, Path]:
+    """(checkpoint to resume from, read, or None; experiment folder to write into).
 
     ``resume``: None/False (new run), True (the config's own folder when ``saving.tag`` names
     one, else the newest unfinished run of this config: ``find_resumable``), or a
     path to a checkpoint file or an experiment folder. Of a
     folder's checkpoints, the newest readable one is taken; newer damaged ones are skipped with a
-    warning. Refused (``CheckpointError``), before anything changes: a ``config`` that changes what
-    a resume keeps (``checkpoint.check_resume_config``), and a finished run of the same config
-    (there is nothing left to train). ``mark_crashed`` (the process that writes the folder: not
-    the other ranks of a distributed run): the run folder's status goes through
-    ``mark_if_crashed``.
+    warning. The checkpoint is read once, here: the trainer restores the state returned (a
+    distributed run: each rank reads it). Refused (``CheckpointError``), before anything changes:
+    a ``config`` that changes what a resume keeps (``checkpoint.check_resume_config``), and a
+    finished run of the same config (there is nothing left to train). ``mark_crashed`` (the
+    process that writes the folder: not the other ranks of a distributed run): the run folder's
+    status goes through ``mark_if_crashed``.
     """
     root = experiment_root(config)
     if not resume:
         return None, root
-    if resume is True:
-        path = root if config.saving.tag else find_resumable(config, mark_crashed)
+    if resume is True and not config.saving.tag:
+        loaded = _find_resumable(config, mark_crashed)[1]
     else:
-        path = Path(resume)
-    if path.is_dir():
-        folder = path / "ckpt" if (path / "ckpt").is_dir() else path
-        found = ckpt.latest_readable_checkpoint(folder)
-        if found is None:
-            if mark_crashed:
-                mark_if_crashed(folder.parent if folder.name == "ckpt" else folder)
-            raise ckpt.CheckpointError(
-                f"--resume {path}: no readable iteration_<N>.pth.tar checkpoint there"
-            )
-        path = found
+        loaded = _read_named(root if resume is True else Path(resume), mark_crashed)
+    path = loaded.path
     root = path.parent.parent if path.parent.name == "ckpt" else root
     try:  # through the schema: fields added since the checkpoint take their defaults
-        saved = RunConfig.from_dict(ckpt.load_checkpoint(path)["config"])
+        saved = RunConfig.from_dict(loaded.state["config"])
     except ConfigError:
         saved = None  # a config this version no longer reads: the checks of the restore remain
     if saved is not None:
@@ -316,4 +331,4 @@ def resolve_resume(
             f"iteration {status.get('iteration', '?')}); there is nothing to resume. Continue "
             "it with a longer run (--total-timesteps N) or start a new one without --resume"
         )
-    return path, root
+    return loaded, root
