@@ -32,6 +32,7 @@ import gpu_envs
 from gpu_envs.engine import cuda_graphs, devices
 from tests.engine import test_faces_on_cuda as faces
 from tests.engine import test_streams as streams
+from tests.helpers.host_reads import HOST_READS
 
 pytestmark = pytest.mark.cudasim
 simulator_only = pytest.mark.skipif(
@@ -153,7 +154,7 @@ def test_an_env_step_launches_on_the_stream_current_at_each_step(
 
     def step():
         with monkeypatch.context() as patch:
-            for name in streams.HOST_READS:
+            for name in HOST_READS:
                 patch.setattr(torch.Tensor, name, lambda *a, _n=name, **k: reads.append(_n))
             env.step(actions)
 

@@ -21,6 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from gpu_envs.engine import devices
 from tests.engine import test_streams as streams
+from tests.helpers.host_reads import HOST_READS
 
 pytestmark = [
     pytest.mark.cudasim,
@@ -47,7 +48,7 @@ def host_operations(env, actions, stream_log) -> dict[str, list[str]]:
     stream_log.clear()
     reads: list[str] = []
     with pytest.MonkeyPatch.context() as patch:
-        for name in streams.HOST_READS:
+        for name in HOST_READS:
             method = getattr(torch.Tensor, name)
             patch.setattr(
                 torch.Tensor,

@@ -85,6 +85,7 @@ def _assert_same_weights(a, b) -> None:
 def test_interrupted_and_resumed_run_ends_with_the_uninterrupted_weights(
     game, tmp_path, monkeypatch
 ):
+    handler_before = signal.getsignal(signal.SIGINT)  # SIG_IGN in a background job, say
     whole = train(_config(game, tmp_path / "whole"))
     assert whole["status"] == "finished" and whole["iterations"] == 12
 
@@ -99,7 +100,7 @@ def test_interrupted_and_resumed_run_ends_with_the_uninterrupted_weights(
     assert Path(stopped["checkpoint"]) == folder / "ckpt" / "iteration_5.pth.tar"
     assert run_control.read_status(folder)["status"] == "interrupted"
     assert stopped["resume_command"].endswith(f"--resume {folder}")
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers put back
+    assert signal.getsignal(signal.SIGINT) is handler_before  # handlers put back
 
     monkeypatch.undo()
     resumed = train(_config(game, tmp_path / "parts"), resume=True)  # finds the run by itself
