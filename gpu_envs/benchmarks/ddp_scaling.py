@@ -230,9 +230,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv=None) -> int:
     """Command line: ``python -m gpu_envs.benchmarks.ddp_scaling``."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
+    return report.command_line(__doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

@@ -70,3 +70,11 @@ def write_json(document: object, path: str) -> None:
     else:
         with open(path, "w") as handle:
             handle.write(text + "\n")
+
+
+def command_line(doc: str | None, add_arguments, run, argv: list[str] | None = None) -> int:
+    """A benchmark module's ``python -m`` entry point: the first line of its docstring ``doc`` as
+    the description, its ``add_arguments(parser)``, then ``run(args)``."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

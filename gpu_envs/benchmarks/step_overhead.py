@@ -306,9 +306,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: ``python -m gpu_envs.benchmarks.step_overhead``."""
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
+    return report.command_line(__doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

@@ -161,9 +161,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m`` entry point: parse ``argv`` and :func:`run`."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
+    return report.command_line(__doc__, add_arguments, run, argv)
 
 
 def _fmt(value: float | None, spec: str) -> str:
