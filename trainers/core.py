@@ -238,6 +238,7 @@ class TrainingRun:
             self.evaluator.game.reset(0)
         self._start_rollouts()
         self.experiment.log_models({g.tag: g.module for g in self.groups})
+        self.experiment.open_writers()
         self._set_status("running")
         self.clock.start()
         self.log_mark = self.scalars_mark = self.speed.mark(self.iteration, self.agent_steps)
@@ -261,14 +262,17 @@ class TrainingRun:
         self.window.add(self.iteration, self.env_step, stats, self.collector)
 
         last = self.iteration >= self.num_iterations if last is None else last
-        if last:  # (the device synchronised: the update's kernels have run)
-            if self.device.type == "cuda":
+        evaluate = self.evaluator is not None and (self.iteration % eval_cfg.eval_freq == 0 or last)
+        if last or evaluate:  # the run may end here: its training time ends with this update
+            if self.device.type == "cuda":  # (the update's kernels have run)
                 torch.cuda.synchronize(self.device)
-            self.update_seconds = self.clock.seconds()
+            update_end = self.clock.seconds()
         reached = False
-        if self.evaluator is not None and (self.iteration % eval_cfg.eval_freq == 0 or last):
+        if evaluate:
             with self.clock.paused():
                 reached = self._evaluate()
+        if last or reached:
+            self.update_seconds = update_end
         asked = stop_requested() if stop_requested is not None else None
         number, overdue = self._agree(
             signal.Signals[asked].value if asked else 0, int(self._checkpoint_overdue())

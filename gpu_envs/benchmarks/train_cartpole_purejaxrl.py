@@ -10,8 +10,8 @@ fresh process (``gpu_envs.benchmarks.purejaxrl_child``: PureJaxRL's own config a
 implementations alternating per seed, each after a bounded wait for a quiet machine.
 
 * gpu_envs: the ``cartpole`` preset as ``bench train-cartpole`` runs it: training seconds (no
-  compile, no greedy evaluations) to the first greedy evaluation >= 475, and its env-steps/s over
-  the whole run.
+  compile, no greedy evaluations) to the end of the update whose greedy evaluation first reached
+  475, and its env-steps/s over those seconds (over the whole run when it never reached 475).
 * PureJaxRL: the jitted training of 5e5 steps (compile apart); time to 475 = run seconds x the share
   of updates up to the first whose curve point (mean of ``returned_episode_returns``) reaches 475.
 
@@ -139,7 +139,12 @@ def run(args: argparse.Namespace) -> int:
         def one(impl=impl, seed=seed) -> dict:
             if impl == "gpu_envs":
                 result = OURS.run_ours(seed, args.override)
-                result["env_steps_per_s"] = result["total_steps"] / result["total_train_s"]
+                steps, seconds = (
+                    (result["steps"], result["train_s"])
+                    if result["train_s"]
+                    else (result["total_steps"], result["total_train_s"])
+                )
+                result["env_steps_per_s"] = steps / seconds
             else:
                 result = run_purejaxrl(args.purejaxrl, args.purejaxrl_python, seed)
             return {**result, "impl": impl, "seed": seed}

@@ -12,8 +12,9 @@ records the background CPU use and load average
 * gpu_envs: the preset in a fresh process per seed (``Trainer.fit`` through the same config path as
   ``gpu-envs train PRESET --seed S``). Its clock excludes the warm-up (kernel load/compile) and the
   greedy evaluations; the run stops at the first evaluation mean >= the threshold
-  (``evaluation.stop_value``). Its ``train_seconds`` also holds the metrics log and checkpoint
-  written right after that evaluation.
+  (``evaluation.stop_value``). Its time is the run's ``update_seconds``: to the end of the update
+  whose evaluation reached the threshold (the metrics log and the checkpoint written after that
+  evaluation excluded, as SB3's and PureJaxRL's clocks exclude theirs).
 * sb3: PPO with rl-zoo's hyperparameters, 1 torch thread, CPU, in this process after one warm-up
   run. Every ``--sb3-eval-freq`` timesteps (default: the preset's evaluation cadence) and at the
   end, right after a PPO update, a callback runs a deterministic ``evaluate_policy`` on
@@ -156,7 +157,7 @@ class TrainToTarget:
         best = result["best_eval"] if result["best_eval"] > float("-inf") else None
         reached = self.reached(best)
         return dict(
-            train_s=result["train_seconds"] if reached else None,
+            train_s=result["update_seconds"] if reached else None,
             steps=result["env_steps"] if reached else None,
             best_eval=best,
             total_train_s=result["train_seconds"],

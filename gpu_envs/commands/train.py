@@ -386,8 +386,9 @@ def _speed_line(summary: dict | None) -> str:
     seconds = summary and (summary.get("update_seconds") or summary.get("train_seconds"))
     if not seconds:
         return ""
+    digits = 2 if seconds < 10 else 1
     return (
-        f"training time: {seconds:.1f} s for {summary['env_steps']:,} env steps "
+        f"training time: {seconds:.{digits}f} s for {summary['env_steps']:,} env steps "
         f"({summary['env_steps'] / seconds:,.0f} env-steps/s, greedy evaluations excluded)\n"
     )
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from lightning.fabric.loggers import TensorBoardLogger
 from lightning.fabric.utilities.rank_zero import rank_zero_only
+from tensorboard.compat.proto.summary_pb2 import Summary
 
 
 class OneEventTensorBoardLogger(TensorBoardLogger):
@@ -22,8 +23,6 @@ class OneEventTensorBoardLogger(TensorBoardLogger):
     @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         """Write ``metrics`` (numbers or 0-d tensors, by tag) at ``step`` as one event."""
-        from tensorboard.compat.proto.summary_pb2 import Summary
-
         values = []
         for tag, value in metrics.items():
             number = value.item() if hasattr(value, "item") else value

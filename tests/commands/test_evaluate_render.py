@@ -164,7 +164,7 @@ def test_results_message_says_the_training_time_and_speed(tmp_path):
     (tmp_path / "ckpt").mkdir()
     summary = {"reason": "stop_value reached", "env_steps": 22528, "train_seconds": 3.5}
     timed = {**summary, "update_seconds": 2.0}
-    assert "training time: 2.0 s for 22,528 env steps (11,264 env-steps/s" in results_message(
+    assert "training time: 2.00 s for 22,528 env steps (11,264 env-steps/s" in results_message(
         tmp_path, timed
     )
     assert "(6,437 env-steps/s" in results_message(tmp_path, {**summary, "update_seconds": None})
