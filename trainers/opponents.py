@@ -65,13 +65,16 @@ class OpponentPool:
     def play(
         self, group: PolicyGroup, obs: torch.Tensor, buf: RolloutBuffer, t: int, sampler, nvec
     ) -> None:
-        """Replace ``group``'s actions of step ``t`` in its frozen envs by its frozen copy's, and
-        mask those steps out of its update. ``obs``: [E, n, obs_dim] of ``group``'s agents."""
+        """Replace ``group``'s actions of step ``t`` in its frozen envs by its frozen copy's.
+        ``obs``: [E, n, obs_dim] of ``group``'s agents."""
         envs = self.envs[group.tag]
         frozen_obs = obs[envs]
         logits, _ = self.players[group.tag](frozen_obs.reshape(-1, obs.shape[-1]))
         buf.actions[t, envs] = sampler(logits, nvec).view(*frozen_obs.shape[:2], -1)
-        buf.valid[t, envs] = 0
+
+    def mask_frozen_steps(self, group: PolicyGroup, buf: RolloutBuffer) -> None:
+        """Mask ``group``'s steps in its frozen envs out of its update (``valid`` 0)."""
+        buf.valid[:, self.envs[group.tag]] = 0
 
     def state_dict(self) -> dict:
         """The pool for a checkpoint: its weights, the rollout count and the draws' RNG."""

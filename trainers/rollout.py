@@ -129,9 +129,15 @@ class Collector:
             for g in groups
         }
         self.actions = torch.zeros((envs, agents, heads), dtype=dtype, device=device)
+        # Each step's env-level outputs; the policies' buffers are filled from them after the loop.
         self.env_reset = torch.zeros((num_steps, envs), dtype=torch.bool, device=device)
         self.env_done = torch.zeros((num_steps, envs), dtype=torch.bool, device=device)
+        self.env_terminated = torch.zeros((num_steps, envs), dtype=torch.bool, device=device)
+        self.active_before = torch.zeros((num_steps, envs, agents), dtype=torch.bool, device=device)
+        self.active_after = torch.zeros((num_steps, envs, agents), dtype=torch.bool, device=device)
         self.rewards = torch.zeros((num_steps, envs, agents), dtype=torch.float32, device=device)
+        # with reward shaping: Phi of the observation before each step, then after the last one
+        self.potentials: torch.Tensor | None = None
         self.obs: torch.Tensor | None = None
         self.prev_done = torch.zeros(envs, dtype=torch.bool, device=device)
         self.episode_returns = torch.zeros((envs, agents), dtype=torch.float64, device=device)
@@ -168,22 +174,22 @@ class Collector:
 
     @torch.no_grad()
     def collect_eagerly(self) -> dict[str, RolloutBuffer]:
-        """:meth:`collect`, step by step."""
+        """:meth:`collect`, step by step: per step the policies act and the env's outputs are
+        stored once; each policy's rewards, flags and ``valid`` are then taken from them for the
+        whole rollout at once (a few torch calls per rollout instead of per step)."""
         nvec = self.game.action_nvec
         timer = self.timer
         if self.opponents is not None:
             self.opponents.next_rollout()
-        shaping = self.reward_shaping
-        if shaping:  # Phi of the observation each step starts from: the last step's next_phi
-            phi = shaping * self.game.potential(self.obs)
+        if self.reward_shaping:
+            potentials = [self.game.potential(self.obs)]
         for t in range(self.num_steps):
-            active = self.game.active.clone()
+            self.active_before[t] = self.game.active
             self.env_reset[t] = self.prev_done
             for group in self.groups:
                 buf = self.buffers[group.tag]
                 obs = self.obs[:, group.agents]
                 buf.obs[t] = obs
-                buf.valid[t] = active[:, group.agents] & ~self.prev_done[:, None]
                 with timer.phase("policy_eval"):
                     logits, value = group.module(obs.reshape(-1, self.game.obs_dim))
                 with timer.phase("action_sampling"):
@@ -201,20 +207,10 @@ class Collector:
                 self.obs, rewards, terminated, truncated, active_after = self.game.step(
                     self.actions
                 )
-            if shaping:
-                next_phi = shaping * self.game.potential(self.obs)
-            left_game = active & ~active_after
-            for group in self.groups:
-                buf = self.buffers[group.tag]
-                buf.rewards[t] = rewards[:, group.agents]
-                buf.terminated[t] = terminated[:, None] | left_game[:, group.agents]
-                buf.done[t] = (terminated | truncated)[:, None] | left_game[:, group.agents]
-                if shaping:
-                    buf.rewards[t] += shaping_reward(
-                        phi, next_phi, buf.terminated[t], buf.valid[t], group.config.gamma
-                    )
-            if shaping:
-                phi = next_phi
+            if self.reward_shaping:
+                potentials.append(self.game.potential(self.obs))
+            self.active_after[t] = active_after
+            self.env_terminated[t] = terminated
             self.prev_done = terminated | truncated
             self.rewards[t] = rewards
             self.env_done[t] = self.prev_done
@@ -222,8 +218,33 @@ class Collector:
             for group in self.groups:
                 _, value = group.module(self.obs[:, group.agents].reshape(-1, self.game.obs_dim))
                 self.buffers[group.tag].next_value.copy_(value.view(self.obs.shape[0], -1))
+        if self.reward_shaping:
+            self.potentials = self.reward_shaping * torch.stack(potentials)
+        self._fill_outcomes()
         self._track_episodes()
         return self.buffers
+
+    def _fill_outcomes(self) -> None:
+        """Each policy's ``valid``, ``rewards``, ``terminated`` and ``done`` of the rollout (and its
+        shaping reward) from the env-level outputs stored per step."""
+        left_game = self.active_before & ~self.active_after  # [T, E, N]: a runner tagged out
+        for group in self.groups:
+            buf, agents = self.buffers[group.tag], group.agents
+            left = left_game[:, :, agents]
+            buf.valid.copy_(self.active_before[:, :, agents] & ~self.env_reset[:, :, None])
+            if self.opponents is not None:
+                self.opponents.mask_frozen_steps(group, buf)
+            buf.rewards.copy_(self.rewards[:, :, agents])
+            buf.terminated.copy_(self.env_terminated[:, :, None] | left)
+            buf.done.copy_(self.env_done[:, :, None] | left)
+            if self.potentials is not None:
+                buf.rewards += shaping_reward(
+                    self.potentials[:-1],
+                    self.potentials[1:],
+                    buf.terminated,
+                    buf.valid,
+                    group.config.gamma,
+                )
 
     def _track_episodes(self) -> None:
         """Running episode return per agent and length per env, snapshotted at every step."""
