@@ -45,9 +45,10 @@ from pathlib import Path
 import torch
 from lightning.fabric.utilities.seed import seed_everything
 
+from gpu_envs.games import GAMES
 from gpu_envs.runs import checkpoint as ckpt
 from gpu_envs.runs import console, curves, run_control
-from gpu_envs.runs.config import RunConfig
+from gpu_envs.runs.config import RunConfig, game_of
 from gpu_envs.runs.experiment import Experiment, NullExperiment, experiment_root, fresh_root
 from gpu_envs.runs.metrics import cleanrl_metrics, episode_summary
 from gpu_envs.runs.speed import PhaseTimer, SpeedMeter, TrainClock
@@ -60,6 +61,7 @@ from gpu_envs.trainers.evaluation import (
 )
 from gpu_envs.trainers.game_faces import make_game
 from gpu_envs.trainers.opponents import make_pool
+from gpu_envs.trainers.played_episode import DrawnFrames, draws_frames
 from gpu_envs.trainers.policy import ContinuousActions, make_network
 from gpu_envs.trainers.rollout import Collector, PolicyGroup, agent_index
 from gpu_envs.trainers.sampling import make_sampler
@@ -512,10 +514,17 @@ class TrainingRun:
         return stop
 
     def _record_video(self) -> None:
-        if self.video_game is None:
-            self.video_game = make_game(
-                self.config.name, 1, self.device, self.config.env, render_mode="rgb_array"
+        if self.video_game is None:  # frames the env draws, else drawn from its observations
+            record = GAMES[game_of(self.config.name)]
+            own_frames = draws_frames(record)
+            game = make_game(
+                self.config.name,
+                1,
+                self.device,
+                self.config.env,
+                render_mode="rgb_array" if own_frames else None,
             )
+            self.video_game = game if own_frames else DrawnFrames(game, record)
         path = record_video(
             self.video_game, self.groups, self.experiment.video_dir / f"iteration_{self.iteration}"
         )

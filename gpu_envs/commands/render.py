@@ -3,7 +3,7 @@
 ``render cartpole CHECKPOINT`` (and every single-agent game of ``gpu_envs.games``, registered
 ones included): one greedy episode of a trainer checkpoint's policy (seeded with ``--seed``) on its
 run's env, at the game's ``render_fps``; prints the episode's return. A game whose env draws no
-frames is drawn from its observations (``gpu_envs.commands.played_episode``): by its record's
+frames is drawn from its observations (``gpu_envs.trainers.played_episode``): by its record's
 ``draw_frame``, or as a plot of them over time.
 
 ``render tag [CHECKPOINT]``: the env comes from ``--config FILE`` (YAML: the env parameters, or a
@@ -159,8 +159,8 @@ def check_out(path: Path) -> None:
 
 def run_single_agent(args: argparse.Namespace) -> int:
     """Write a video of one greedy episode of a single-agent game's checkpoint."""
-    from gpu_envs.commands.played_episode import DrawnFrames, ReturnCounter, draws_frames
     from gpu_envs.trainers.evaluation import record_video
+    from gpu_envs.trainers.played_episode import DrawnFrames, ReturnCounter, draws_frames
     from gpu_envs.trainers.scores import load_trained_game
 
     check_out(args.out)

@@ -81,10 +81,9 @@ def test_render_draws_the_tutorial_game_with_its_draw_frame(project, trained):
     assert {(230, 230, 230), (60, 170, 80), (40, 80, 200)} <= colours
 
 
-def test_render_plots_the_observations_of_a_game_without_frames(project, trained, tmp_path):
-    """The same record without ``draw_frame``: the frames plot the observation over time."""
-    folder, cache = trained
-    site = tmp_path / "site"
+def site_without_draw_frame(project, folder: Path) -> Path:
+    """A copy of the project's site in ``folder`` whose game record has no ``draw_frame``."""
+    site = folder / "site"
     site.mkdir()
     for path in (project / "site").iterdir():
         if path.is_dir():
@@ -95,6 +94,13 @@ def test_render_plots_the_observations_of_a_game_without_frames(project, trained
     line = '    draw_frame="point_goal:draw_point_goal",\n'
     assert line in module
     (site / "point_goal.py").write_text(module.replace(line, ""))
+    return site
+
+
+def test_render_plots_the_observations_of_a_game_without_frames(project, trained, tmp_path):
+    """The same record without ``draw_frame``: the frames plot the observation over time."""
+    folder, cache = trained
+    site = site_without_draw_frame(project, tmp_path)
     out = tmp_path / "episode.gif"
     result = render(project, folder, cache, site, out)
     assert "the frames plot env 0's observation over time" in result.stdout
@@ -104,9 +110,31 @@ def test_render_plots_the_observations_of_a_game_without_frames(project, trained
     assert not np.array_equal(frames[0], frames[-1])  # the lines grow
 
 
+@pytest.mark.parametrize("draw_frame", [True, False], ids=["draw_frame", "no_draw_frame"])
+def test_training_captures_videos_of_a_game_whose_env_draws_no_frames(
+    project, trained, tmp_path, draw_frame
+):
+    """``trainer.capture_video``: the frames come from the record's ``draw_frame``, else from the
+    plot of the observations, as ``gpu-envs render`` draws them."""
+    _, cache = trained
+    site = project / "site" if draw_frame else site_without_draw_frame(project, tmp_path)
+    result = tutorial.run(
+        [*CLI, "train", "point_goal", *tutorial.TINY_RUN[:2], "trainer.total_timesteps=256"]
+        + [*tutorial.TINY_RUN[3:], "trainer.capture_video=true", f"saving.basedir={tmp_path}"],
+        tmp_path,
+        cache,
+        site,
+    )
+    (video,) = re.findall(r"\[video\] (\S+)", result.stdout)
+    frames = gif_frames(Path(video)) if video.endswith(".gif") else None
+    assert Path(video).stat().st_size > 0
+    if frames is not None:
+        assert frames.shape[1:3] == ((240, 240) if draw_frame else (400, 640))
+
+
 def test_a_bad_draw_frame_is_refused_naming_the_field():
-    from gpu_envs.commands.played_episode import checked_frame
     from gpu_envs.games import Game, register_game
+    from gpu_envs.trainers.played_episode import checked_frame
 
     with pytest.raises(ValueError, match='Game.draw_frame: must be "module:attribute"'):
         register_game(Game(name="x", env_id="me/X-v0", vector_env="m:Env", draw_frame="m.draw"))

@@ -1,5 +1,5 @@
-"""The episode ``gpu-envs render`` plays on a single-agent game: its return, and its frames for a
-game whose env draws none.
+"""The episode ``gpu-envs render`` and ``trainer.capture_video`` play on a single-agent game: its
+return, and its frames for a game whose env draws none.
 
 A game's env draws its own frames when ``"rgb_array"`` is one of its ``metadata["render_modes"]``
 (the bundled games). For one that does not (a registered game, such as docs/write-an-env.md's
