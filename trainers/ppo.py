@@ -49,15 +49,14 @@ def compute_gae(
     stops there, but a truncation (done and not terminated) still bootstraps from
     ``V(final obs) = values[t + 1]``.
     """
-    steps = rewards.shape[0]
-    advantages = torch.zeros_like(rewards)
-    last = torch.zeros_like(next_value)
     keep_value = 1.0 - terminated.to(rewards.dtype)
-    keep_trace = 1.0 - done.to(rewards.dtype)
-    for t in reversed(range(steps)):
-        following = next_value if t == steps - 1 else values[t + 1]
-        delta = rewards[t] + gamma * following * keep_value[t] - values[t]
-        last = delta + gamma * gae_lambda * keep_trace[t] * last
+    following = torch.cat([values[1:], next_value.unsqueeze(0)])
+    deltas = rewards + gamma * following * keep_value - values  # the whole rollout at once
+    trace = gamma * gae_lambda * (1.0 - done.to(rewards.dtype))
+    advantages = torch.empty_like(rewards)
+    last = torch.zeros_like(next_value)
+    for t in reversed(range(rewards.shape[0])):  # the recursion: two torch calls per step
+        last = deltas[t] + trace[t] * last
         advantages[t] = last
     return advantages, advantages + values
 

@@ -4,6 +4,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpu_envs.runs.config import ModelConfig, PolicyConfig
 from gpu_envs.runs.speed import PhaseTimer
@@ -40,6 +42,39 @@ def test_gae_without_episode_end():
     a0 = 1.04 + 0.72 * a1
     torch.testing.assert_close(adv.flatten(), torch.tensor([a0, a1, a2]))
     torch.testing.assert_close(ret, adv + VALUES)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.integers(1, 12),
+    envs=st.integers(1, 4),
+    seed=st.integers(0, 2**31 - 1),
+    gamma=st.floats(0.0, 1.0),
+    gae_lambda=st.floats(0.0, 1.0),
+)
+def test_gae_matches_the_textbook_recursion_element_by_element(
+    steps, envs, seed, gamma, gae_lambda
+):
+    """Any rollout: ``A_t = delta_t + gamma * lambda * (1 - done_t) * A_{t+1}``, ``delta_t = r_t +
+    gamma * (1 - terminated_t) * V_{t+1} - V_t`` (``V_T`` the bootstrap), computed in Python
+    floats one env at a time."""
+    g = torch.Generator().manual_seed(seed)
+    rewards, values = torch.randn(steps, envs, generator=g), torch.randn(steps, envs, generator=g)
+    next_value = torch.randn(envs, generator=g)
+    terminated = (torch.rand(steps, envs, generator=g) < 0.2).float()
+    done = torch.maximum(terminated, (torch.rand(steps, envs, generator=g) < 0.2).float())
+    adv, ret = ppo.compute_gae(rewards, values, next_value, terminated, done, gamma, gae_lambda)
+    expected = torch.zeros(steps, envs, dtype=torch.float64)
+    for e in range(envs):
+        following_adv = 0.0
+        for t in reversed(range(steps)):
+            following = float(next_value[e] if t == steps - 1 else values[t + 1, e])
+            delta = float(rewards[t, e]) + gamma * (1 - float(terminated[t, e])) * following
+            delta -= float(values[t, e])
+            following_adv = delta + gamma * gae_lambda * (1 - float(done[t, e])) * following_adv
+            expected[t, e] = following_adv
+    torch.testing.assert_close(adv.double(), expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(ret, adv + values)
 
 
 def test_gae_termination_does_not_bootstrap():
