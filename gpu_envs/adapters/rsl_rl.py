@@ -32,6 +32,7 @@ import torch
 from gymnasium.vector import VectorEnv
 from torch import nn
 
+from gpu_envs.adapters.one_hot import engine_refuses_bad_indices, folded_indices, is_one_hot
 from gpu_envs.adapters.same_step import SameStepCore, TorchVecStep, same_step_vec_env
 from gpu_envs.engine.kernel_env import KernelEnv
 
@@ -67,11 +68,8 @@ class RslRlVecEnv(VecEnv):
         self.max_episode_length = core.max_episode_steps
         self.device = core.device
         self.cfg: dict[str, Any] = {}
-        engine = self.env.unwrapped
         #: Whether the env's own action check refuses an index >= n (folded one-hot check).
-        self._engine_refuses_bad_indices = (
-            isinstance(engine, KernelEnv) and type(engine).check_actions is KernelEnv.check_actions
-        )
+        self._engine_refuses_bad_indices = engine_refuses_bad_indices(self.env)
         self._obs = self._pack(core.reset(seed))
         self._episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
 
@@ -128,27 +126,26 @@ class RslRlVecEnv(VecEnv):
             return self._core.step(actions)
         if actions.is_complex():
             raise self._not_one_hot(actions)
-        numbers = actions.to(torch.uint8) if actions.dtype == torch.bool else actions
-        indices = numbers.argmax(dim=1)
         engine = self.env.unwrapped
         if not getattr(engine, "validate_actions", True):
-            return self._core.step(indices)
-        one_hot = _one_hot(actions)
+            numbers = actions.to(torch.uint8) if actions.dtype == torch.bool else actions
+            return self._core.step(numbers.argmax(dim=1))
+        indices = folded_indices(actions, [self.num_actions])[:, 0]  # n where not one-hot
         if not self._engine_refuses_bad_indices:
-            if not bool(one_hot.all()):
+            if not bool((indices < self.num_actions).all()):
                 raise self._not_one_hot(actions)
             return self._core.step(indices)
         try:
-            return self._core.step(torch.where(one_hot, indices, self.num_actions))
+            return self._core.step(indices)
         except ValueError as error:
-            if bool(one_hot.all()):  # another error (a read on the error path only)
+            if bool(is_one_hot(actions).all()):  # another error (a read on the error path only)
                 raise
             raise self._not_one_hot(actions) from error
 
     def _not_one_hot(self, actions: torch.Tensor) -> ValueError:
         """The error for ``actions`` [N, n] that are not one-hot rows, naming the first bad row."""
         rows = actions.detach().cpu()
-        bad = (~_one_hot(rows)).nonzero().flatten()
+        bad = (~is_one_hot(rows)).nonzero().flatten()
         where = f"row {int(bad[0])} is {rows[bad[0]].tolist()}; " if len(bad) else ""
         return ValueError(
             f"rsl_rl handed {actions.dtype} actions of shape {tuple(actions.shape)} for a "
@@ -158,12 +155,6 @@ class RslRlVecEnv(VecEnv):
 
     def close(self) -> None:
         self._core.close()
-
-
-def _one_hot(rows: torch.Tensor) -> torch.Tensor:
-    """[N] bool: whether each row of ``rows`` [N, n] is one-hot (one 1, the rest 0)."""
-    ones = rows == 1
-    return ((rows == 0) | ones).all(dim=1) & (ones.sum(dim=1) == 1)
 
 
 def make_rsl_rl_env(

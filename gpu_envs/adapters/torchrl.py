@@ -66,6 +66,7 @@ except ImportError as error:  # pragma: no cover - depends on the installation
         "gpu_envs.adapters.torchrl needs torchrl: pip install 'gpu-envs[torchrl]'"
     ) from error
 
+from gpu_envs.adapters.one_hot import engine_refuses_bad_indices, folded_indices
 from gpu_envs.engine.kernel_env import KernelEnv, require_copied_outputs
 from gpu_envs.engine.validation import per_env_seeds
 from gpu_envs.games.cartpole import CartPoleVectorEnv
@@ -79,6 +80,10 @@ class _BatchedTorchRLEnv(EnvBase):
         require_copied_outputs(batched_env, type(self).__name__)
         self.batched_env = batched_env
         self.categorical_action_encoding = categorical_action_encoding
+        #: whether the env's own action check refuses an index out of range (TagEnv's does)
+        self._folds_one_hot_check = isinstance(batched_env, TagEnv) or engine_refuses_bad_indices(
+            batched_env
+        )
         super().__init__(device=batched_env.device, batch_size=torch.Size([batched_env.num_envs]))
         self.is_closed = False  # (EnvBase starts closed: its close() would not reach batched_env)
         self._next_seed: int | None = None
@@ -106,17 +111,40 @@ class _BatchedTorchRLEnv(EnvBase):
         return MultiOneHot(nvec=nvec, shape=(*shape, sum(nvec)), dtype=torch.int64, device=dev)
 
     def _action_indices(self, spec: TensorSpec, action: torch.Tensor) -> torch.Tensor:
-        """The action indices the batched env takes, from an action of ``spec``; a one-hot action is
-        checked first when the batched env validates actions (indices are checked by the env)."""
+        """The action indices the batched env takes, from an action of ``spec``.
+
+        When the batched env validates actions, a one-hot action is checked too: a block that is
+        not one-hot becomes an index out of range, which the env's own check refuses in the read
+        it makes anyway (``one_hot.folded_indices``; :meth:`_step_checked` rewords the error), so
+        the check adds no host read (a GPU synchronisation) of its own. An env without the engine's
+        index check has the action checked here (one read). Indices are checked by the env."""
         if self.categorical_action_encoding:
             return action
-        if self.batched_env.validate_actions and not bool(spec.is_in(action)):
-            raise ValueError(
-                f"action must be one-hot: {spec.dtype} of shape {tuple(spec.shape)} with exactly "
-                f"one 1 per choice block, got {action.dtype} of shape {tuple(action.shape)} that "
-                "is not"
-            )
-        return spec.to_categorical(action)
+        if not self.batched_env.validate_actions:
+            return spec.to_categorical(action)
+        if action.dtype != spec.dtype or action.shape != spec.shape:
+            raise _not_one_hot(spec, action)  # (the metadata needs no read)
+        if not self._folds_one_hot_check:
+            if not bool(spec.is_in(action)):
+                raise _not_one_hot(spec, action)
+            return spec.to_categorical(action)
+        nvec = spec.nvec if isinstance(spec, MultiOneHot) else [spec.space.n]
+        indices = folded_indices(action, nvec)
+        return indices if isinstance(spec, MultiOneHot) else indices[..., 0]
+
+    def _step_checked(self, indices: torch.Tensor, given: list[tuple[TensorSpec, torch.Tensor]]):
+        """``batched_env.step(indices)``; an error of its action check that an action of ``given``
+        (spec, action) that is not one-hot caused is reworded to say so (the actions are read on
+        this error path only)."""
+        try:
+            return self.batched_env.step(indices)
+        except ValueError as error:
+            if self.categorical_action_encoding or not self.batched_env.validate_actions:
+                raise
+            for spec, action in given:
+                if not bool(spec.is_in(action)):
+                    raise _not_one_hot(spec, action) from error
+            raise
 
     def _set_seed(self, seed: int | None) -> None:
         if (
@@ -205,9 +233,12 @@ class KernelTorchRLEnv(_BatchedTorchRLEnv):
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         action = _required(tensordict, "action")
-        if not isinstance(self.batched_env.single_action_space, gym.spaces.Box):
-            action = self._action_indices(self.action_spec, action)
-        obs, rewards, terminated, truncated, _ = self.batched_env.step(action)
+        if isinstance(self.batched_env.single_action_space, gym.spaces.Box):
+            step = self.batched_env.step(action)
+        else:
+            indices = self._action_indices(self.action_spec, action)
+            step = self._step_checked(indices, [(self.action_spec, action)])
+        obs, rewards, terminated, truncated, _ = step
         return TensorDict(
             {
                 "observation": obs,
@@ -217,6 +248,13 @@ class KernelTorchRLEnv(_BatchedTorchRLEnv):
             batch_size=self.batch_size,
             device=self.device,
         )
+
+
+def _not_one_hot(spec: TensorSpec, action: torch.Tensor) -> ValueError:
+    return ValueError(
+        f"action must be one-hot: {spec.dtype} of shape {tuple(spec.shape)} with exactly one 1 per "
+        f"choice block, got {action.dtype} of shape {tuple(action.shape)} that is not"
+    )
 
 
 def _required(tensordict: TensorDictBase, key):
@@ -395,11 +433,13 @@ class TagTorchRLEnv(_BatchedTorchRLEnv):
             dtype=torch.int64,
             device=self.device,
         )
-        for group, agents in self._agents.items():
-            actions[:, agents] = self._action_indices(
-                self.action_spec[group, "action"], _required(tensordict, (group, "action"))
-            )
-        obs, rewards, terminated, truncated, info = self.batched_env.step(actions)
+        given = [
+            (self.action_spec[group, "action"], _required(tensordict, (group, "action")))
+            for group in self._agents
+        ]
+        for agents, (spec, action) in zip(self._agents.values(), given):
+            actions[:, agents] = self._action_indices(spec, action)
+        obs, rewards, terminated, truncated, info = self._step_checked(actions, given)
         groups = self._groups(
             {"observation": obs, "active": info["active"], "reward": rewards.unsqueeze(-1)}
         )

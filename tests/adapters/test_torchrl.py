@@ -19,6 +19,9 @@ from gpu_envs.engine.kernel_env import KernelEnv
 from gpu_envs.games.cartpole import CartPoleVectorEnv
 from gpu_envs.games.pendulum import PendulumVectorEnv
 from gpu_envs.games.tag.env import TagEnv
+from tests.helpers import host_reads
+
+count_host_reads = host_reads.count_host_reads  # the fixture
 
 TAG_PARAMS = dict(num_taggers=2, num_runners=3, episode_length=6, tagging_distance=0.2)
 INDEX = dict(
@@ -502,6 +505,41 @@ def test_pendulum_box_actions_are_bounded_float32_and_float64_rewards_arrive_as_
     td["action"] = torch.tensor([[0.0], [0.0], [torch.nan]])
     with pytest.raises(ValueError, match=r"actions\[2, 0\] = nan must be finite"):
         env.step(td)
+
+
+def test_bad_one_hot_tag_actions_raise_naming_one_hot_and_move_no_env():
+    env = TagTorchRLEnv(2, **TAG_PARAMS)
+    root = env.reset()
+    before = env.batched_env.state_snapshot()
+    root.update(env.full_action_spec.rand())
+    root["runner", "action"][1, 2, :] = 0  # one block of one runner holds no 1
+    with pytest.raises(ValueError, match="action must be one-hot"):
+        env.step(root)
+    after = env.batched_env.state_snapshot()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    root["runner", "action"] = root["runner", "action"].float()
+    with pytest.raises(
+        ValueError, match="action must be one-hot: torch.int64 .* got torch.float32"
+    ):
+        env.step(root)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cudasim)])
+@pytest.mark.parametrize("name", ["cartpole", "tag"])
+def test_one_hot_actions_add_no_host_read_to_a_step(name, device, count_host_reads):
+    """The one-hot check is folded into the env's own index check: a step with one-hot actions
+    makes the same host reads (GPU synchronisations) as one with indices."""
+    reads = {}
+    for encoding in (False, True):
+        if name == "cartpole":
+            env = CartPoleTorchRLEnv(3, device=device, categorical_action_encoding=encoding)
+        else:
+            env = TagTorchRLEnv(3, device, **TAG_PARAMS, categorical_action_encoding=encoding)
+        root = env.reset()
+        root.update(env.full_action_spec.rand())
+        env.step(root)  # (TorchRL's first step checks more)
+        _, reads[encoding] = count_host_reads(env.step, root)
+    assert reads[False] == reads[True]
 
 
 @pytest.mark.parametrize("action", [[[0, 1], [1, 1]], [[-100, -99], [1, 0]], [[0, 0], [1, 0]]])
