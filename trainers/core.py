@@ -489,8 +489,12 @@ class TrainingRun:
         score = means[self.score_policy]
         improved = score > self.best_score
         self.best_score = max(self.best_score, score)
-        if improved:
-            self.save(self.experiment.ckpt_dir / "ckpt_best.pth.tar" if self.rank == 0 else None)
+        if improved:  # rank 0 writes it; the other ranks join save's collectives
+            path = None
+            if self.rank == 0:
+                assert self.experiment.ckpt_dir is not None  # (rank 0 opened the folder)
+                path = self.experiment.ckpt_dir / "ckpt_best.pth.tar"
+            self.save(path)
         eval_cfg = self.config.evaluation
         stop = eval_cfg.stop_value is not None and score >= eval_cfg.stop_value
         if self.rank != 0:
@@ -525,9 +529,9 @@ class TrainingRun:
                 render_mode="rgb_array" if own_frames else None,
             )
             self.video_game = game if own_frames else DrawnFrames(game, record)
-        path = record_video(
-            self.video_game, self.groups, self.experiment.video_dir / f"iteration_{self.iteration}"
-        )
+        folder = self.experiment.video_dir
+        assert folder is not None  # (rank 0 records)
+        path = record_video(self.video_game, self.groups, folder / f"iteration_{self.iteration}")
         self.say(f"[video] {path}")
 
     # ------------------------------------------------------------------------------ checkpoints

@@ -154,7 +154,7 @@ def set_threads(torch_threads: int, local_processes: int) -> int:
     ``torch_threads`` is given. Returns torch's threads."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     share = max(1, (cpus or 1) // max(1, local_processes))
-    numba.set_num_threads(min(share, numba.config.NUMBA_NUM_THREADS))
+    numba.set_num_threads(min(share, numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
     torch.set_num_threads(torch_threads or share)
     return torch.get_num_threads()
 

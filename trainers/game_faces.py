@@ -121,6 +121,8 @@ class _OneAgentGame(_Game):
         if self._obs_scale is not None:
             center, scale = self._obs_scale
             obs = obs * scale + center
+        if self._potential is None:
+            raise ValueError(f"{type(self.env).__name__}: its game declares no Game.potential")
         return self._potential(obs)
 
     def policy_obs(self, obs: torch.Tensor) -> torch.Tensor:

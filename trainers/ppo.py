@@ -247,9 +247,10 @@ def update(group: PolicyGroup, buf: RolloutBuffer) -> dict[str, torch.Tensor]:
     for _ in range(epochs):
         order = torch.randperm(size, device=data["valid"].device) if minibatches > 1 else None
         for start in range(0, size, minibatch_size):
-            if order is None:
+            if whole_batch is not None:  # one minibatch (order is None): the whole batch
                 mb = whole_batch
             else:
+                assert order is not None  # (several minibatches)
                 indices = order[start : start + minibatch_size]
                 mb = prepare({key: value[indices] for key, value in data.items()}, cfg)
             statistics, grad_norm, log_ratio = group.step(mb)
@@ -258,6 +259,8 @@ def update(group: PolicyGroup, buf: RolloutBuffer) -> dict[str, torch.Tensor]:
             statistics = torch.cat([statistics, grad_norm.reshape(1)])
             totals = statistics if totals is None else totals + statistics
             steps += 1
+    # (update_epochs >= 1: at least one step ran)
+    assert isinstance(totals, torch.Tensor) and first_ratio_deviation is not None
     result.update(zip((*STEP_STATISTICS, "grad_norm"), (totals / steps).unbind()))
     result["first_ratio_deviation"] = first_ratio_deviation
     result["cur_lr"] = torch.tensor(

@@ -177,6 +177,8 @@ class Collector:
         """:meth:`collect`, step by step: per step the policies act and the env's outputs are
         stored once; each policy's rewards, flags and ``valid`` are then taken from them for the
         whole rollout at once (a few torch calls per rollout instead of per step)."""
+        if self.obs is None:
+            raise RuntimeError("Collector: reset() the envs before the first collect()")
         nvec = self.game.action_nvec
         timer = self.timer
         if self.opponents is not None:
