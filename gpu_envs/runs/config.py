@@ -37,7 +37,7 @@ import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Union, cast
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
@@ -366,7 +366,7 @@ class RunConfig:
     def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
         """Build and check a config from plain data; errors name the offending field."""
         with _named_errors():
-            config = OmegaConf.to_object(_typed(data))
+            config = cast(RunConfig, OmegaConf.to_object(_typed(data)))
         _check_rules(config, "")
         _check_relations(config)
         return config
@@ -389,7 +389,7 @@ def _typed(data: Mapping[str, Any]) -> DictConfig:
         )
     try:
         with _named_errors():
-            return OmegaConf.merge(OmegaConf.structured(RunConfig), data)
+            return cast(DictConfig, OmegaConf.merge(OmegaConf.structured(RunConfig), data))
     except ConfigError:
         misplaced = _misplaced_section(data, RunConfig, "")
         if misplaced is None:
@@ -577,7 +577,7 @@ def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict:
                 config.merge_with_dotlist([item])
         except yaml.YAMLError as error:
             raise ConfigError(f"{key}: cannot parse value {text!r} ({error})") from None
-    return OmegaConf.to_container(config)
+    return cast(dict, OmegaConf.to_container(config))
 
 
 def set_fields(data: Mapping[str, Any], values: Mapping[str, Any]) -> dict:
@@ -588,7 +588,7 @@ def set_fields(data: Mapping[str, Any], values: Mapping[str, Any]) -> dict:
     for path, value in values.items():
         with _named_errors():
             OmegaConf.update(config, path, value, merge=False)
-    return OmegaConf.to_container(config)
+    return cast(dict, OmegaConf.to_container(config))
 
 
 def load_yaml(path: str | Path) -> dict:
@@ -601,7 +601,7 @@ def load_yaml(path: str | Path) -> dict:
         raise ConfigError(f"config file {path} is not valid YAML: {error}") from None
     if not isinstance(data, DictConfig):
         raise ConfigError(f"config file {path} must hold a mapping at the top level")
-    return OmegaConf.to_container(data)
+    return cast(dict, OmegaConf.to_container(data))
 
 
 def to_yaml(config: RunConfig) -> str:

@@ -29,7 +29,9 @@ SECTIONS = (
 
 def field_docstrings(cls: type) -> dict[str, str]:
     """The docstring written under each field of dataclass ``cls``, by field name."""
-    body = ast.parse(inspect.getsource(cls)).body[0].body
+    definition = ast.parse(inspect.getsource(cls)).body[0]
+    assert isinstance(definition, ast.ClassDef)
+    body = definition.body
     docs = {}
     for node, after in zip(body, body[1:]):
         if (

@@ -163,15 +163,16 @@ class Experiment:
             max_queue=4096,
             flush_secs=10,
         )
-        self.loggers = [self.tensorboard, CSVLogger(root / "log", name="csv")]
+        self.csv = CSVLogger(root / "log", name="csv")
+        self.loggers = [self.tensorboard, self.csv]
         dump_yaml(config, root / "total_config.yaml")
         self.video_dir = root / "videos"
 
     def open_writers(self) -> None:
         """Create the loggers' writers now: TensorBoard's first use imports ~0.1 s of modules,
         which would otherwise land inside the first iteration of the run's clock."""
-        for logger in self.loggers:
-            logger.experiment  # noqa: B018 (the property creates the writer)
+        self.tensorboard.experiment  # noqa: B018 (the property creates the writer)
+        self.csv.experiment  # noqa: B018
 
     def log_models(self, models: dict) -> None:
         for tag, module in models.items():

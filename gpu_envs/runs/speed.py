@@ -32,11 +32,11 @@ class PhaseTimer:
     @contextmanager
     def phase(self, name: str):
         if self.cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
             yield
             end.record()
-            self._events[name].append((start, end))
+            self._events[name].append((begin, end))
         else:
             start = time.perf_counter()
             yield

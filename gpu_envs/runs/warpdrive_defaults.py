@@ -19,7 +19,7 @@ from gpu_envs.runs.presets import merged
 # config, then the behaviour of its trainer for the fields of ours that file has no key for
 # (docs/tutorial-tag-lightning.md has the table, key by key). Its trainer's seed, when the config
 # gives none, is the clock's: with_warpdrive_defaults draws it.
-WARPDRIVE_DEFAULTS = dict(
+WARPDRIVE_DEFAULTS: dict[str, dict[str, Any]] = dict(
     trainer=dict(num_envs=10, num_episodes=10000, train_batch_size=10000),
     policy=dict(
         to_train=False,
