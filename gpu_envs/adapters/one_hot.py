@@ -16,6 +16,10 @@ from collections.abc import Sequence
 import torch
 
 from gpu_envs.engine.kernel_env import KernelEnv
+from gpu_envs.games.tag.env import TagEnv
+
+#: The engine's action checks that refuse an index out of range (when they validate actions).
+_INDEX_CHECKS = (KernelEnv.check_actions, TagEnv.check_actions)
 
 
 def is_one_hot(blocks: torch.Tensor) -> torch.Tensor:
@@ -37,7 +41,8 @@ def folded_indices(actions: torch.Tensor, nvec: Sequence[int]) -> torch.Tensor:
 
 
 def engine_refuses_bad_indices(env) -> bool:
-    """Whether ``env`` (a vector env, or a wrapper of one) is an engine env with the engine's own
-    action check, which refuses an index out of range (when it validates actions)."""
+    """Whether ``env`` (a vector env, or a wrapper of one) is an engine env with one of the
+    engine's own action checks, which refuse an index out of range (when they validate actions);
+    an env that overrides its check may not."""
     engine = getattr(env, "unwrapped", env)
-    return isinstance(engine, KernelEnv) and type(engine).check_actions is KernelEnv.check_actions
+    return isinstance(engine, KernelEnv) and type(engine).check_actions in _INDEX_CHECKS

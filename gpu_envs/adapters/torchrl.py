@@ -80,10 +80,8 @@ class _BatchedTorchRLEnv(EnvBase):
         require_copied_outputs(batched_env, type(self).__name__)
         self.batched_env = batched_env
         self.categorical_action_encoding = categorical_action_encoding
-        #: whether the env's own action check refuses an index out of range (TagEnv's does)
-        self._folds_one_hot_check = isinstance(batched_env, TagEnv) or engine_refuses_bad_indices(
-            batched_env
-        )
+        #: whether the env's own action check refuses an index out of range
+        self._folds_one_hot_check = engine_refuses_bad_indices(batched_env)
         super().__init__(device=batched_env.device, batch_size=torch.Size([batched_env.num_envs]))
         self.is_closed = False  # (EnvBase starts closed: its close() would not reach batched_env)
         self._next_seed: int | None = None

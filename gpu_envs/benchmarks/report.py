@@ -72,6 +72,11 @@ def write_json(document: object, path: str) -> None:
             handle.write(text + "\n")
 
 
+def fmt(value: float | None, spec: str = ".1f", missing: str = "not reached") -> str:
+    """``value`` formatted with ``spec``, or ``missing`` when it is None (a target not reached)."""
+    return missing if value is None else format(value, spec)
+
+
 def command_line(doc: str | None, add_arguments, run, argv: list[str] | None = None) -> int:
     """A benchmark module's ``python -m`` entry point: the first line of its docstring ``doc`` as
     the description, its ``add_arguments(parser)``, then ``run(args)``."""

@@ -98,8 +98,8 @@ def markdown(runs: list[dict], summary: dict) -> str:
         [
             r["impl"],
             str(r["seed"]),
-            _fmt(r["train_s"], ".2f"),
-            _fmt(r["steps"], ",d"),
+            report.fmt(r["train_s"], ".2f"),
+            report.fmt(r["steps"], ",d"),
             f"{r['env_steps_per_s']:,.0f}",
             f"{r['loadavg_before']:.1f}",
         ]
@@ -111,13 +111,13 @@ def markdown(runs: list[dict], summary: dict) -> str:
     )
     s, met = summary, "met" if summary["target_met"] else "not met"
     return (
-        f"{table}\n\nmedians: gpu_envs {_fmt(s['median_train_s']['gpu_envs'], '.2f')} s / "
-        f"{_fmt(s['median_steps']['gpu_envs'], ',.0f')} steps / "
+        f"{table}\n\nmedians: gpu_envs {report.fmt(s['median_train_s']['gpu_envs'], '.2f')} s / "
+        f"{report.fmt(s['median_steps']['gpu_envs'], ',.0f')} steps / "
         f"{s['median_env_steps_per_s']['gpu_envs']:,.0f} env-steps/s; PureJaxRL "
-        f"{_fmt(s['median_train_s']['purejaxrl'], '.2f')} s / "
-        f"{_fmt(s['median_steps']['purejaxrl'], ',.0f')} steps / "
+        f"{report.fmt(s['median_train_s']['purejaxrl'], '.2f')} s / "
+        f"{report.fmt(s['median_steps']['purejaxrl'], ',.0f')} steps / "
         f"{s['median_env_steps_per_s']['purejaxrl']:,.0f} env-steps/s\n"
-        f"time to 475, gpu_envs / PureJaxRL: {_fmt(s['time_ratio'], '.3f')} (target <= "
+        f"time to 475, gpu_envs / PureJaxRL: {report.fmt(s['time_ratio'], '.3f')} (target <= "
         f"{TARGET_RATIO}: {met}); env-steps/s, gpu_envs / PureJaxRL: {s['throughput_ratio']:.2f}"
     )
 
@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
         r = machine.run_when_quiet(one, args.max_wait, args.quiet_threshold)
         runs.append(r)
         print(
-            f"{impl:9s} seed {seed}: {_fmt(r['train_s'], '.2f')} s to 475 "
+            f"{impl:9s} seed {seed}: {report.fmt(r['train_s'], '.2f')} s to 475 "
             f"({r['env_steps_per_s']:,.0f} env-steps/s)",
             file=out,
             flush=True,
@@ -168,10 +168,6 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """``python -m`` entry point: parse ``argv`` and :func:`run`."""
     return report.command_line(__doc__, add_arguments, run, argv)
-
-
-def _fmt(value: float | None, spec: str) -> str:
-    return "not reached" if value is None else format(value, spec)
 
 
 if __name__ == "__main__":

@@ -302,8 +302,8 @@ class TrainToTarget:
         ]
         for r in runs:
             lines.append(
-                f"| {r['impl']} | {r['seed']} | {_fmt(r['train_s'], '.2f')} | "
-                f"{_fmt(r['steps'], 'd', '–')} | {_fmt(r['best_eval'], '.1f', '–')} | "
+                f"| {r['impl']} | {r['seed']} | {report.fmt(r['train_s'], '.2f')} | "
+                f"{report.fmt(r['steps'], 'd', '–')} | {report.fmt(r['best_eval'], '.1f', '–')} | "
                 f"{r['total_train_s']:.2f} | {r['total_steps']} | "
                 f"{r['wall_s']:.1f} | {report.format_share(r['background_busy_before'])} | "
                 f"{r['loadavg_before']:.1f} → {r['loadavg_after']:.1f} |"
@@ -311,13 +311,13 @@ class TrainToTarget:
         lines += ["", "| seed | gpu_envs s | sb3 s | gpu_envs / sb3 |", "|---|---|---|---|"]
         for row in summary["per_seed"]:
             lines.append(
-                f"| {row['seed']} | {_fmt(row['gpu_envs_s'], '.2f')} | "
-                f"{_fmt(row['sb3_s'], '.2f')} | {_fmt(row['ratio'], '.3f', '–')} |"
+                f"| {row['seed']} | {report.fmt(row['gpu_envs_s'], '.2f')} | "
+                f"{report.fmt(row['sb3_s'], '.2f')} | {report.fmt(row['ratio'], '.3f', '–')} |"
             )
         lines.append(
-            f"| median | {_fmt(summary['median_gpu_envs_s'], '.2f')} | "
-            f"{_fmt(summary['median_sb3_s'], '.2f')} | "
-            f"{_fmt(summary['median_per_seed_ratio'], '.3f', '–')} |"
+            f"| median | {report.fmt(summary['median_gpu_envs_s'], '.2f')} | "
+            f"{report.fmt(summary['median_sb3_s'], '.2f')} | "
+            f"{report.fmt(summary['median_per_seed_ratio'], '.3f', '–')} |"
         )
         met = "met" if summary["target_met"] else "not met"
         seeds = summary["seeds"]
@@ -326,7 +326,7 @@ class TrainToTarget:
             f"gpu_envs reached {threshold:g} on {summary['gpu_envs_seeds_reached']}/{seeds} seeds, "
             f"sb3 on {summary['sb3_seeds_reached']}/{seeds}; target: all seeds and median "
             f"gpu_envs s / median sb3 s ≤ {self.target_ratio:g}: "
-            f"{_fmt(summary['ratio_of_medians'], '.3f', '–')} ({met})",
+            f"{report.fmt(summary['ratio_of_medians'], '.3f', '–')} ({met})",
         ]
         return "\n".join(lines)
 
@@ -361,7 +361,8 @@ class TrainToTarget:
             runs.append(r)
             print(
                 f"{impl:8s} seed {seed}: train s to {self.threshold:g}: "
-                f"{_fmt(r['train_s'], '.2f')} (best eval {_fmt(r['best_eval'], '.1f', '–')}, "
+                f"{report.fmt(r['train_s'], '.2f')} "
+                f"(best eval {report.fmt(r['best_eval'], '.1f', '–')}, "
                 f"wall {r['wall_s']:.1f} s)",
                 flush=True,
             )
@@ -379,7 +380,3 @@ class TrainToTarget:
         )
         self.add_arguments(parser)
         return self.run(parser.parse_args(argv))
-
-
-def _fmt(value: float | None, spec: str = ".1f", missing: str = "not reached") -> str:
-    return missing if value is None else format(value, spec)
