@@ -17,6 +17,7 @@ they see the run folder (one machine, or a shared filesystem: ``TrainingRun.take
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import re
 import signal
@@ -315,7 +316,15 @@ def _silent(text: str) -> None:
 
 def train(config: RunConfig, resume=None) -> dict:
     """Launch Fabric from ``config.trainer``, give each rank its threads (``set_threads``) and run
-    the trainer; returns a summary dict."""
+    the trainer; returns a summary dict. The process group, if any, is gone when it returns
+    (``leave_process_group``); a run that raised keeps it, since a failed collective's threads
+    may still wait for a hung rank."""
+    summary = _launch_and_fit(config, resume)
+    leave_process_group()
+    return summary
+
+
+def _launch_and_fit(config: RunConfig, resume) -> dict:
     fabric = make_fabric(config)
     set_threads(config.trainer.torch_threads, getattr(fabric.strategy, "num_processes", 1))
     trainer = Trainer(fabric, config, resume)
@@ -324,3 +333,21 @@ def train(config: RunConfig, resume=None) -> dict:
     except KeyboardInterrupt:  # a second Ctrl-C: no checkpoint now; a new run without any goes
         trainer.discard_if_empty()
         raise
+
+
+def leave_process_group() -> None:
+    """Destroy torch.distributed's process group, if any, and join its threads while the
+    interpreter is whole.
+
+    Left to the exit, gloo's worker threads can free a collective's tensors after Python is gone
+    and abort a run that ended well (SIGABRT, "terminate called without an active exception");
+    Lightning destroys the group at exit for NCCL only. The group must not be freed by DDP's
+    reducer either: that holds the GIL, which a worker freeing a tensor waits for (a deadlock).
+    So this keeps the last reference, collects the reducers, then drops it: the group's own
+    destructor releases the GIL while it joins the threads."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return
+    group = torch.distributed.group.WORLD
+    torch.distributed.destroy_process_group()
+    gc.collect()
+    del group

@@ -20,6 +20,7 @@ import argparse
 import dataclasses
 import os
 import sys
+import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -335,15 +336,34 @@ def train_from(args: argparse.Namespace, extra: list[str] | None = None) -> dict
     try:
         return train(config, resume=args.resume)
     except (CheckpointError, RunFolderError, NonFiniteError, ConfigError, RankFailure) as error:
-        raise SystemExit(f"gpu-envs train: error: {error}") from None
+        message = f"gpu-envs train: error: {error}"
+        _exit_now_if_distributed(1, message)
+        raise SystemExit(message) from None
     except KeyboardInterrupt:
-        print(
+        message = (
             "gpu-envs train: aborted without saving (Ctrl-C during set-up, or twice); the "
-            "checkpoints saved before are kept",
-            file=sys.stderr,
-            flush=True,
+            "checkpoints saved before are kept"
         )
+        _exit_now_if_distributed(130, message)
+        print(message, file=sys.stderr, flush=True)
         raise SystemExit(130) from None
+    except Exception:
+        _exit_now_if_distributed(1, traceback.format_exc().rstrip())
+        raise
+
+
+def _exit_now_if_distributed(code: int, message: str) -> None:
+    """In a process of a multi-process run that raised: ``message`` on stderr, then exit status
+    ``code`` at once (``os._exit``; the run's files are closed by then). Its process group's
+    threads may still wait for a failed rank, and the interpreter's exit could abort on them
+    (SIGABRT) or wait for them. A run that ends well leaves its group in ``train``
+    (``fabric_loop.leave_process_group``)."""
+    import torch.distributed
+
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        print(message, file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(code)
 
 
 def exit_code(summary: dict) -> int:

@@ -11,6 +11,7 @@ import io
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -229,6 +230,63 @@ def test_rank_states_are_one_per_process_and_copied():
         ckpt.rank_states({"rng": {}}, "c.pth.tar", 1, {"torch": state})
 
 
+RANK_SCRIPT = """
+import os, sys, torch
+from pathlib import Path
+from tests.trainers.test_ddp import _resumed_config, _threads_in_epoll
+from gpu_envs.trainers.fabric_loop import train
+
+out = Path(sys.argv[1])
+summary = train(_resumed_config(out, "trainer.total_timesteps=64", "evaluation.eval_freq=0"))
+found = [summary["status"], torch.distributed.is_initialized(), _threads_in_epoll()]
+(out / f"rank{os.environ['RANK']}.txt").write_text(repr(found))
+"""
+
+
+def _threads_in_epoll() -> int:
+    """This process's threads waiting in ``epoll_wait`` (gloo's transport loops), per Linux."""
+    tasks = Path("/proc/self/task")
+    return sum("epoll" in (task / "wchan").read_text() for task in tasks.iterdir())
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads Linux's /proc")
+def test_a_ddp_run_leaves_no_process_group_for_the_exit(tmp_path):
+    """Gloo's threads left to the interpreter's exit can free a collective's tensors after Python
+    is gone and abort a run that ended well (SIGABRT): ``train`` returns with the process group
+    destroyed and its threads joined, on each of two real processes (torchrun, gloo)."""
+    script = tmp_path / "rank.py"
+    script.write_text(RANK_SCRIPT)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_addr",
+            "127.0.0.1",
+            "--master_port",
+            str(_free_port()),
+            str(script),
+            str(tmp_path),
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=Path(__file__).parents[2],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    for rank in (0, 1):
+        assert (tmp_path / f"rank{rank}.txt").read_text() == "['finished', False, 0]"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def _interrupted(out: Path) -> None:
     """On each rank: the whole run (``RESUMED``) in ``out/whole``, then the same run in
     ``out/parts`` stopped by a SIGINT on every rank (a Ctrl-C) while iteration ``STOP_AT``
@@ -285,7 +343,10 @@ def _main(out: Path) -> None:
 
 
 if __name__ == "__main__":
+    from gpu_envs.trainers.fabric_loop import leave_process_group
+
     if sys.argv[2:] == ["interrupted"]:
         _interrupted(Path(sys.argv[1]))
     else:
         _main(Path(sys.argv[1]))
+    leave_process_group()

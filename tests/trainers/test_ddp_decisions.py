@@ -262,4 +262,7 @@ def _sigint(out: Path) -> None:
 
 
 if __name__ == "__main__":
+    from gpu_envs.trainers.fabric_loop import leave_process_group
+
     {"decisions": _decisions, "sigint": _sigint}[sys.argv[1]](Path(sys.argv[2]))
+    leave_process_group()
