@@ -403,7 +403,9 @@ def results_message(experiment: Path, summary: dict | None = None) -> str:
 
 def _speed_line(summary: dict | None) -> str:
     """The run's training time (evaluations, saving and plotting excluded) and its env-steps/s."""
-    seconds = summary and (summary.get("update_seconds") or summary.get("train_seconds"))
+    if not summary:
+        return ""
+    seconds = summary.get("update_seconds") or summary.get("train_seconds")
     if not seconds:
         return ""
     digits = 2 if seconds < 10 else 1
