@@ -1,6 +1,7 @@
-"""A rank that dies (kill -9) or hangs (SIGSTOP) in a 2-process gloo run: rank 0 stops within
-``trainer.collective_timeout`` with the trainer's own message (which rank, the last checkpoint, the
-resume command), exits with an error and records the run ``failed``; the command it prints resumes
+"""A rank that dies (kill -9), hangs (SIGSTOP) or raises in a 2-process gloo run: rank 0 stops
+within ``trainer.collective_timeout`` with the trainer's own message (which rank, the last
+checkpoint, the resume command), exits with an error and records the run ``failed``; the command
+it prints resumes
 the run. When rank 0 is the one killed, rank 1 records the run ``failed`` with its own message.
 
 The tests run this file as a script (``gpu-envs train``'s command line, one rank stopping itself
@@ -88,6 +89,18 @@ def test_a_killed_rank_fails_the_run_naming_it_and_the_resume_command(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
+def test_a_rank_that_raises_exits_with_its_traceback_and_code_1(tmp_path):
+    """An error on rank 1: its traceback, then exit status 1 at once (not an abort at the
+    interpreter's exit, where its process group's threads still wait on rank 0); rank 0 names
+    it."""
+    done, _ = _run(tmp_path, "raise:1")
+    pid = _rank1_pid(done.stderr)
+    _check_report(done, tmp_path, f"rank 1 (process {pid}) ended with exit code 1")
+    assert "RuntimeError: injected fault on rank 1" in done.stderr, done.stderr[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
 def test_a_hung_rank_fails_the_run_within_the_collective_timeout(tmp_path):
     done, seconds = _run(tmp_path, "stop:1")
     pid = _rank1_pid(done.stderr)
@@ -126,8 +139,8 @@ def test_a_killed_rank_0_is_recorded_failed_by_the_rank_that_outlives_it(tmp_pat
 
 
 def _fault(how: str) -> None:
-    """Rank ``R`` of ``how`` (``kill:R``, ``stop:R``) kills or stops itself after iteration
-    ``FAULT_AT``'s rollout, then the command."""
+    """Rank ``R`` of ``how`` (``kill:R``, ``stop:R``, ``raise:R``) kills or stops itself, or
+    raises, after iteration ``FAULT_AT``'s rollout, then the command."""
     from gpu_envs.commands import train
     from gpu_envs.trainers import ppo
 
@@ -136,6 +149,8 @@ def _fault(how: str) -> None:
 
     def faulty_learn(groups, rollout, iteration, num_iterations):
         if iteration == FAULT_AT and os.environ.get("LOCAL_RANK") == rank:
+            if action == "raise":
+                raise RuntimeError(f"injected fault on rank {rank}")
             os.kill(os.getpid(), signal.SIGKILL if action == "kill" else signal.SIGSTOP)
         return learn(groups, rollout, iteration, num_iterations)
 
