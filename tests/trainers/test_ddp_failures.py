@@ -1,8 +1,8 @@
 """A rank that dies (kill -9), hangs (SIGSTOP) or raises in a 2-process gloo run: rank 0 stops
 within ``trainer.collective_timeout`` with the trainer's own message (which rank, the last
 checkpoint, the resume command), exits with an error and records the run ``failed``; the command
-it prints resumes
-the run. When rank 0 is the one killed, rank 1 records the run ``failed`` with its own message.
+it prints resumes the run. When rank 0 is the one killed, rank 1 records the run ``failed`` with
+its own message.
 
 The tests run this file as a script (``gpu-envs train``'s command line, one rank stopping itself
 after iteration ``FAULT_AT``'s rollout); Fabric's launcher starts rank 1 by running it again.
