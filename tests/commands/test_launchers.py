@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 from gpu_envs.commands.train import joined_launch, launcher_layout
 from gpu_envs.runs.config import ConfigError, RunConfig, apply_overrides
 from gpu_envs.runs.presets import preset
+from tests.helpers.ports import free_port
 
 TINY = [
     "trainer.num_envs=4",
@@ -35,7 +35,7 @@ def config(*overrides: str) -> RunConfig:
 def test_torchrun_trains_one_run_on_its_processes(tmp_path):
     command = [
         sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-        str(_free_port()), "-m", "gpu_envs.cli", "train", "cartpole", *TINY,
+        str(free_port()), "-m", "gpu_envs.cli", "train", "cartpole", *TINY,
         f"saving.basedir={tmp_path}",
     ]  # fmt: skip
     result = subprocess.run(
@@ -43,12 +43,6 @@ def test_torchrun_trains_one_run_on_its_processes(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-4000:]
     _one_run(tmp_path, result.stdout)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _one_run(tmp_path, stdout: str) -> None:
@@ -72,7 +66,7 @@ def test_srun_tasks_train_one_run(tmp_path):
         **_launcher_free_environment(),
         "SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "2", "SLURM_NNODES": "1",
         "SLURM_NODEID": "0", "SLURM_JOB_NAME": "cartpole-ppo", "SLURM_JOB_ID": "4242",
-        "SLURM_NODELIST": "127.0.0.1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()),
+        "SLURM_NODELIST": "127.0.0.1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
     }  # fmt: skip
     command = [sys.executable, "-m", "gpu_envs.cli", "train", "cartpole", *TINY]
     tasks = [
@@ -109,7 +103,7 @@ def test_fabric_run_trains_one_run_on_its_processes(tmp_path):
     ).stdout.strip()
     command = [
         FABRIC, "run", "--accelerator", "cpu", "--strategy", "ddp", "--devices",
-        "2", "--main-port", str(_free_port()), script, "cartpole", *TINY,
+        "2", "--main-port", str(free_port()), script, "cartpole", *TINY,
         f"saving.basedir={tmp_path}",
     ]  # fmt: skip
     result = subprocess.run(

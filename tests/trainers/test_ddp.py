@@ -11,7 +11,6 @@ import io
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +23,7 @@ from gpu_envs.runs import run_control
 from gpu_envs.runs.checkpoint import load_checkpoint
 from gpu_envs.runs.config import RunConfig, apply_overrides
 from gpu_envs.runs.presets import preset
+from tests.helpers.ports import free_port
 
 OVERRIDES = [
     "env.max_episode_steps=5",  # every env's episodes end at steps 4 and 10 of its 16
@@ -256,35 +256,22 @@ def test_a_ddp_run_leaves_no_process_group_for_the_exit(tmp_path):
     destroyed and its threads joined, on each of two real processes (torchrun, gloo)."""
     script = tmp_path / "rank.py"
     script.write_text(RANK_SCRIPT)
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr",
+        "127.0.0.1", "--master_port", str(free_port()), str(script), str(tmp_path),
+    ]  # fmt: skip
+    root = Path(__file__).parents[2]
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc_per_node",
-            "2",
-            "--master_addr",
-            "127.0.0.1",
-            "--master_port",
-            str(_free_port()),
-            str(script),
-            str(tmp_path),
-        ],  # fmt: skip
+        command,
         capture_output=True,
         text=True,
         timeout=240,
-        cwd=Path(__file__).parents[2],
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
     )
     assert done.returncode == 0, done.stderr[-3000:]
     for rank in (0, 1):
         assert (tmp_path / f"rank{rank}.txt").read_text() == "['finished', False, 0]"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _interrupted(out: Path) -> None:
