@@ -23,7 +23,6 @@ from gpu_envs.runs import run_control
 from gpu_envs.runs.checkpoint import load_checkpoint
 from gpu_envs.runs.config import RunConfig, apply_overrides
 from gpu_envs.runs.presets import preset
-from tests.helpers.ports import free_port
 
 OVERRIDES = [
     "env.max_episode_steps=5",  # every env's episodes end at steps 4 and 10 of its 16
@@ -254,6 +253,8 @@ def test_a_ddp_run_leaves_no_process_group_for_the_exit(tmp_path):
     """Gloo's threads left to the interpreter's exit can free a collective's tensors after Python
     is gone and abort a run that ended well (SIGABRT): ``train`` returns with the process group
     destroyed and its threads joined, on each of two real processes (torchrun, gloo)."""
+    from tests.helpers.ports import free_port  # (not at the top: this file also runs as a script)
+
     script = tmp_path / "rank.py"
     script.write_text(RANK_SCRIPT)
     command = [
