@@ -67,7 +67,7 @@ def _step_loop(num_envs, before, like, after, source, upper, check):
     # The actions: the caller's memory (``source`` an address or an array), checked before any env
     # moves; True (nothing stepped) when an entry lies outside [0, upper[head]].
     actions = _actions_from(like, source)
-    if check and _any_out_of_range(actions, upper):
+    if check and _rows_out_of_range(actions, upper, 0, num_envs):
         return True
     args = before + (actions,) + after
     for block in numba.prange((num_envs + block_size - 1) // block_size):  # noqa: F821
@@ -120,19 +120,18 @@ _NO_BOUNDS = np.zeros(1, np.int64)
 
 
 @numba.njit(**_JIT)
-def _any_out_of_range(actions, upper):
-    """Whether an entry of ``actions`` (rows of ``upper.size`` entries, C order) lies outside
-    ``[0, upper[head]]`` (one branch-free pass per head)."""
+def _rows_out_of_range(actions, upper, start, stop):
+    """1 when an entry of the rows ``start..stop-1`` of ``actions`` (rows of ``upper.size``
+    entries, C order) lies outside ``[0, upper[head]]``, else 0 (one branch-free pass per head; a
+    negative entry seen as unsigned is above any bound)."""
     flat = actions.reshape(actions.size)
     heads = upper.size
-    rows = flat.size // heads
-    bad = False
+    bad = np.uint64(0)
     for head in range(heads):
-        high = upper[head]
-        for row in range(rows):
-            value = flat[row * heads + head]
-            bad |= (value < 0) | (value > high)
-    return bad
+        high = np.uint64(upper[head])
+        for row in range(start, stop):
+            bad |= np.uint64(np.uint64(flat[row * heads + head]) > high)
+    return int(bad)
 
 
 def _game_loop(template: Callable, name: str, parallel: bool = False, **names) -> Callable:
@@ -358,7 +357,7 @@ def make_driver(
         KernelArgs=kernel_args,
         block_size=block_size,
         _actions_from=_actions_from,
-        _any_out_of_range=_any_out_of_range,
+        _rows_out_of_range=_rows_out_of_range,
     )
     return CPUDriver(
         step_serial=step(f"{name}_block{block_size}_step_serial"),

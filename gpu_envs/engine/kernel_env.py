@@ -274,6 +274,10 @@ class KernelEnv:
             and upper is not None
             and self._action_dtype is torch.int64
         )
+        # with validation, DISABLED autoreset checks the actions here before the finished envs
+        self._validated_in_place = (
+            self._kernel_checks_actions and self.autoreset_mode is not AutoresetMode.DISABLED
+        )
 
     def _check_kernel_args(self) -> None:
         """The logic's ``KernelArgs`` must name the arguments the engine passes, in order: the
@@ -508,12 +512,10 @@ class KernelEnv:
         if self._closed or not self._is_reset:
             self._check_open()
             raise RuntimeError("call reset() before step()")
-        if self._on_cpu:
-            obs, rewards, terminated, truncated = self._step_on_cpu(actions)
-        else:
-            obs, rewards, terminated, truncated = self._step_on_cuda(actions)
+        outputs = self._step_on_cpu(actions) if self._on_cpu else self._step_on_cuda(actions)
         if self._empty_info:  # the hooks are the engine's and the mode adds nothing to the info
-            return obs, rewards, terminated, truncated, {}
+            return (*outputs, {})
+        obs, rewards, terminated, truncated = outputs
         self.after_step()
         info = self.step_info()
         if self.autoreset_mode is AutoresetMode.SAME_STEP:
@@ -565,42 +567,39 @@ class KernelEnv:
         arrays of their buffers' dtypes).
         """
         validate = self.validate_actions
-        source: Any = None
-        if self._kernel_checks_actions and not (
-            validate and self.autoreset_mode is AutoresetMode.DISABLED
-        ):  # (DISABLED checks the actions before the finished envs, as before)
-            source = self._action_check.in_place_source(actions)
-        check = source is not None and validate
+        # (DISABLED with validation checks the actions before the finished envs, as before)
+        reads_in_place = self._validated_in_place if validate else self._kernel_checks_actions
+        source: Any = self._action_check.in_place_source(actions) if reads_in_place else None
+        check = validate and source is not None
         if source is None:
             if self._default_action_check:
                 source = self._action_check.kernel_array(actions, validate)
             else:
                 source = self.check_actions(actions).to(self._action_dtype).contiguous().numpy()
             self._check_finished_envs()
-        copy_outputs = self.copy_outputs
-        recycled = self._recycled_outputs if copy_outputs else None
+        recycled = self._recycled_outputs if self.copy_outputs else None
         if recycled is None:
             before = self._args_before
         else:  # new output arrays, or an earlier step's that nothing outside the env holds
             before, fresh = recycled.take()
-        like, after, upper = self._actions_view, self._args_after, self._action_upper
-        compiled = self._cpu_step
+        args = (self.num_envs, before, self._actions_view, self._args_after, source)
         kind = type(source) is int  # 1: an address, 0: an array (compiled once each)
-        step = compiled[kind]
+        step = self._cpu_step[kind]
         if step is None:
-            step = compiled[kind] = self._driver.prepared_step(
-                self.num_envs, before, like, after, source, upper, check
+            step = self._cpu_step[kind] = self._driver.prepared_step(
+                *args, self._action_upper, check
             )
-        if step(self.num_envs, before, like, after, source, upper, check):
+        if step(*args, self._action_upper, check):
             shown = actions if kind else torch.from_numpy(source)
             raise_out_of_range(shown, torch.as_tensor(self._action_check.upper), "actions")
         if recycled is None:
-            if copy_outputs:
+            if self.copy_outputs:
                 return tuple(map(devices.fresh_copy, self._output_tensors))
             return self._output_tensors
-        outputs = tuple(map(torch.from_numpy, fresh))
-        self._tensors.update(zip(self.step_outputs, outputs))
-        self._args_before, self._output_tensors = before, outputs
+        self._output_tensors = outputs = tuple(map(torch.from_numpy, fresh))
+        tensors, (obs, rewards, terminated, truncated) = self._tensors, self.step_outputs
+        tensors[obs], tensors[rewards], tensors[terminated], tensors[truncated] = outputs
+        self._args_before = before
         self._kernel_args = (*before, self._actions_view, *self._args_after)
         return outputs
 

@@ -165,6 +165,8 @@ def as_tensor(value, name: str, kind: str) -> torch.Tensor:
         array = array.astype(array.dtype.newbyteorder("="))
     if not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
         raise TypeError(f"{name} must be {kind}, got {type(value).__name__} of dtype {array.dtype}")
+    if not array.flags.writeable:  # (torch warns on a read-only array; ours is only read)
+        array = array.copy()
     return torch.from_numpy(np.ascontiguousarray(array))
 
 
@@ -297,6 +299,8 @@ def _describe(upper) -> str:
 
 
 _CPU = torch.device("cpu")
+# (bound once: the CPU step's layout check runs every step)
+_INT64, _STRIDED = torch.int64, torch.strided
 
 
 class ActionCheck:
@@ -348,13 +352,7 @@ class ActionCheck:
         """``actions`` is the common case the kernel reads as it is: a C-contiguous int64 CPU
         tensor, or a writable aligned C-contiguous int64 NumPy array, of the expected shape."""
         if type(actions) is torch.Tensor:
-            return (
-                actions.dtype is torch.int64
-                and actions.is_cpu
-                and actions.layout is torch.strided
-                and actions.shape == self.shape
-                and actions.is_contiguous()
-            )
+            return self._tensor_fits(actions)
         if type(actions) is np.ndarray:
             flags = actions.flags
             return (
@@ -366,6 +364,15 @@ class ActionCheck:
             )
         return False
 
+    def _tensor_fits(self, actions: torch.Tensor) -> bool:
+        return (
+            actions.dtype is _INT64
+            and actions.is_cpu
+            and actions.layout is _STRIDED  # (before is_contiguous, which sparse tensors lack)
+            and actions.shape == self.shape
+            and actions.is_contiguous()
+        )
+
     def _as_is(self, actions) -> np.ndarray | None:
         """The common case without conversion, as the array the kernel reads (None for anything
         else)."""
@@ -376,9 +383,9 @@ class ActionCheck:
     def in_place_source(self, actions) -> int | np.ndarray | None:
         """What the CPU step loop reads in place for the common case: a tensor's address (no
         NumPy view made), an array itself; None for anything else (convert and check it)."""
-        if not self._fits(actions):
-            return None
-        return actions.data_ptr() if type(actions) is torch.Tensor else actions
+        if type(actions) is torch.Tensor:
+            return actions.data_ptr() if self._tensor_fits(actions) else None
+        return actions if self._fits(actions) else None
 
     def _checked_upper(self) -> int | list[int]:
         if self.upper is None:

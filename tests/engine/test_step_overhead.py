@@ -1,12 +1,14 @@
 """The CPU step's host path: the common action input reaches the step loop as it is (a tensor as its
 address), the loop range-checks it before any env moves, and every input gives the same bits."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
 
 import gpu_envs
-from gpu_envs.engine.validation import ActionCheck
+from gpu_envs.engine.validation import ActionCheck, as_tensor
 
 
 def _env(num_envs: int, **kwargs) -> gpu_envs.CartPoleVectorEnv:
@@ -105,6 +107,19 @@ def test_every_action_input_gives_the_same_bits(copy_outputs, validate):
         for got, expected in zip(outputs, expected_outputs):
             assert all(torch.equal(g, e) for g, e in zip(got, expected)), name
         assert all(torch.equal(state[k], expected_state[k]) for k in state), name
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_read_only_actions_reach_torch_as_a_copy(dtype):
+    """torch warns (once per process) on a tensor made from a read-only array: the actions it
+    sees are a copy, and the step reads the same values."""
+    actions = _read_only(np.ones(8, dtype))
+    tensor = as_tensor(actions, "actions", "an integer array")
+    assert tensor.numpy().flags.writeable and not np.shares_memory(tensor.numpy(), actions)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        obs = _env(8).step(actions)[0]
+    assert torch.equal(obs, _env(8).step(torch.ones(8, dtype=torch.int64))[0])
 
 
 def test_fresh_outputs_stay_the_callers_after_the_next_step():
