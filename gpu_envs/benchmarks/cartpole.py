@@ -180,7 +180,8 @@ def bare_kernel_runner(
         default = numba.get_num_threads()
 
         # The serial driver (small batches) runs on one thread whatever the setting.
-        serial = num_envs < driver.parallel_min_envs or numba.config.NUMBA_NUM_THREADS == 1
+        max_threads = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
+        serial = num_envs < driver.parallel_min_envs or max_threads == 1
 
         def call() -> None:
             if threads == default or serial:
@@ -262,7 +263,7 @@ def implementations(
             )
         )
     if bare_kernel and "cpu" in devices:
-        for threads in sorted({1, numba.config.NUMBA_NUM_THREADS}):
+        for threads in sorted({1, numba.config.NUMBA_NUM_THREADS}):  # type: ignore[attr-defined]
             rows.append(
                 Impl(
                     f"bare_cpu_{threads}t",
@@ -552,12 +553,12 @@ def format_table(records: list[dict], sizes: list[int], notes: list[str]) -> str
             for n in sizes:
                 ours = cells.get(n)
                 theirs = [by_key.get(ref, {}).get(n) for ref in reference_keys]
-                ok = (
-                    ours
-                    and ours["kind"] == "throughput"
-                    and all(t and t["kind"] == "throughput" for t in theirs)
+                measured = [t for t in theirs if t and t["kind"] == "throughput"]
+                ratio = (
+                    timing.median_ratio(ours, timing.fastest_per_round(measured))
+                    if ours and ours["kind"] == "throughput" and len(measured) == len(theirs)
+                    else None
                 )
-                ratio = timing.median_ratio(ours, timing.fastest_per_round(theirs)) if ok else None
                 ratios.append("" if ratio is None else f"{ratio:.2f}x")
             if any(ratios):
                 rows.append([f"ratio {labels[key]} / {name}"] + ratios + [""])

@@ -279,8 +279,8 @@ def _knn_order(div: Divergence, num_observed: int, ulps: float) -> str | None:
     ref = div.reference
     # The observation ranks the moved positions among the agents in the game before this step's
     # tags: the previous step's flags, unless the env was reset at this step (t == 0).
-    fresh = div.previous is None or int(ref["t"]) == 0
-    active = (ref["active"] if fresh else div.previous["active"]).numpy()
+    before = ref if div.previous is None or int(ref["t"]) == 0 else div.previous
+    active = before["active"].numpy()
     x, y = ref["x"].numpy(), ref["y"].numpy()
     differs = ~div.close("obs")
     agents = differs.any(dim=1).nonzero().flatten().tolist()
@@ -313,7 +313,7 @@ def tag_rules(params, ulps: float = DEFAULT_ULPS) -> dict[str, NearTieRule]:
     and
     the kNN order in partial observation."""
     margin = float(np.float32(params.tagging_distance) * np.float32(params.grid_length))
-    rules = {
+    rules: dict[str, NearTieRule] = {
         "tag radius": partial(_tag_radius, num_taggers=params.num_taggers, margin=margin, ulps=ulps)
     }
     if not params.use_full_observation:

@@ -17,9 +17,10 @@ import sys
 import time
 import types
 from importlib.metadata import version
+from typing import Any
 
 THRESHOLD = 475.0
-CONFIG = {  # purejaxrl/ppo.py's __main__ config, DEBUG off
+CONFIG: dict[str, Any] = {  # purejaxrl/ppo.py's __main__ config, DEBUG off
     "LR": 2.5e-4,
     "NUM_ENVS": 4,
     "NUM_STEPS": 128,
@@ -43,9 +44,10 @@ def _stub_unused_imports() -> None:
     """``wrappers.py`` imports brax and navix for wrappers CartPole does not use."""
     for name in ("brax", "brax.envs", "brax.envs.wrappers", "brax.envs.wrappers.training", "navix"):
         sys.modules.setdefault(name, types.ModuleType(name))
-    sys.modules["brax"].envs = sys.modules["brax.envs"]
-    training = sys.modules["brax.envs.wrappers.training"]
-    training.EpisodeWrapper = training.AutoResetWrapper = object
+    vars(sys.modules["brax"]).update(envs=sys.modules["brax.envs"])
+    vars(sys.modules["brax.envs.wrappers.training"]).update(
+        EpisodeWrapper=object, AutoResetWrapper=object
+    )
 
 
 def _five_value_steps() -> None:

@@ -22,7 +22,8 @@ from __future__ import annotations
 import argparse
 import time
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, Any, cast
 
 from gpu_envs.benchmarks import machine, report, timing
 
@@ -30,7 +31,9 @@ if TYPE_CHECKING:
     from stable_baselines3 import PPO
 
 IMPLEMENTATIONS = ("gymnasium", "gpu_envs")
-RL_ZOO = dict(n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0)
+RL_ZOO: dict[str, Any] = dict(
+    n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0
+)
 NUM_ENVS = 8
 
 
@@ -99,8 +102,9 @@ def run_one(impl: str, seed: int, timesteps: int, device: str, eval_episodes: in
     wall0, cpu0 = time.perf_counter(), time.process_time()
     model.learn(total_timesteps=timesteps)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-    eval_mean, eval_std = evaluate_policy(
-        model, eval_env, n_eval_episodes=eval_episodes, deterministic=True
+    eval_mean, eval_std = cast(
+        tuple[float, float],  # not return_episode_rewards: the mean and std
+        evaluate_policy(model, eval_env, n_eval_episodes=eval_episodes, deterministic=True),
     )
     env.close()
     eval_env.close()
@@ -154,7 +158,7 @@ def summarize(runs: list[dict]) -> dict:
     """Per implementation: median steps/s (wall and CPU), eval means, seeds reaching >= 475."""
     import statistics
 
-    summary = {}
+    summary: dict[str, Any] = {}
     for impl in IMPLEMENTATIONS:
         mine = [r for r in runs if r["impl"] == impl]
         if mine:
@@ -218,9 +222,7 @@ def run(args: argparse.Namespace) -> int:
     runs = []
     for seed, impl in timing.alternating(seeds, IMPLEMENTATIONS):
         result = machine.run_when_quiet(
-            lambda impl=impl, seed=seed: run_one(
-                impl, seed, args.timesteps, args.device, args.eval_episodes
-            ),
+            partial(run_one, impl, seed, args.timesteps, args.device, args.eval_episodes),
             args.max_wait,
             args.quiet_threshold,
         )

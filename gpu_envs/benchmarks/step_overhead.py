@@ -135,7 +135,7 @@ def steps_in_parallel(num_envs: int) -> bool:
 
     import gpu_envs
 
-    threads = numba.config.NUMBA_NUM_THREADS
+    threads = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
     return threads > 1 and num_envs >= gpu_envs.CartPoleVectorEnv.cpu_parallel_min_envs
 
 
@@ -161,8 +161,12 @@ def parallel_runners(num_envs: int, dtype: str | None, seed: int) -> dict[str, R
             raise RuntimeError(f"{num_envs} envs step without a loop chooser ({chooser!r})")
         if key != "adaptive":
             chooser.pin(parallel=key == "parallel")
+
+        def step(env=env, next_actions=next_actions) -> object:
+            return env.step(next_actions())
+
         runners[key] = Runner(
-            lambda env=env, next_actions=next_actions: env.step(next_actions()),
+            step,
             num_envs,
             close=env.close,
             meta={"chooser": chooser},

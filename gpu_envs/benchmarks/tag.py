@@ -29,6 +29,7 @@ import importlib.util
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -284,7 +285,7 @@ def run(args: argparse.Namespace) -> int:
     def add_ours(impl: str, label: str, sizes: list[int], params: dict[str, Any]) -> None:
         options = dict(device=args.device, validate_actions=not args.no_validate, **params)
         for n in sizes:
-            add(impl, label, lambda n=n: make_ours(n, args.seed, **options), n)
+            add(impl, label, partial(make_ours, n, args.seed, **options), n)
 
     add_ours("ours", "gpu-envs TagEnv", args.num_envs, seed_params)
     missing = []
@@ -298,7 +299,7 @@ def run(args: argparse.Namespace) -> int:
         for n in args.num_envs:
             if name == "mpe2" and n != 1:
                 continue
-            record = add(name, label, lambda n=n, f=factory: f(n, args.seed), n)
+            record = add(name, label, partial(factory, n, args.seed), n)
             if "error" not in record and n / record["env_steps_per_s"] > args.peer_max_step_s:
                 break
     scale_params = {**seed_params, "num_taggers": SCALE_TEAMS[0], "num_runners": SCALE_TEAMS[1]}
@@ -349,7 +350,7 @@ def format_tables(
         if impl not in by_impl:
             continue
         row = by_impl[impl]
-        first = [r.get("first_call_s") for r in row.values() if r.get("first_call_s") is not None]
+        first = [r["first_call_s"] for r in row.values() if r.get("first_call_s") is not None]
         first_text = (
             "—"
             if not first

@@ -204,6 +204,12 @@ def _rates(measured: Measurement | dict) -> list[float] | None:
     return measured.get("repeat_rates")
 
 
+def _steps_per_s(measured: Measurement | dict) -> float:
+    if isinstance(measured, Measurement):
+        return measured.env_steps_per_s
+    return measured["env_steps_per_s"]
+
+
 def median_ratio(ours: Measurement | dict, reference: Measurement | dict) -> float:
     """The median over rounds of ``ours / reference`` throughput.
 
@@ -213,7 +219,7 @@ def median_ratio(ours: Measurement | dict, reference: Measurement | dict) -> flo
     """
     rates = [_rates(ours), _rates(reference)]
     if rates[0] is None or rates[1] is None:
-        return ours["env_steps_per_s"] / reference["env_steps_per_s"]
+        return _steps_per_s(ours) / _steps_per_s(reference)
     if len(rates[0]) != len(rates[1]):
         return statistics.median(rates[0]) / statistics.median(rates[1])
     return statistics.median(a / b for a, b in zip(*rates))

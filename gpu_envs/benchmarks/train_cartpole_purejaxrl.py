@@ -29,6 +29,7 @@ import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from gpu_envs.benchmarks import machine, purejaxrl_child, report, timing
 from gpu_envs.benchmarks.train_cartpole import BENCH as OURS
@@ -79,6 +80,8 @@ def summarize(runs: list[dict]) -> dict:
     ours, theirs = median("gpu_envs", "train_s"), median("purejaxrl", "train_s")
     ratio = ours / theirs if ours is not None and theirs else None
     rates = {impl: median(impl, "env_steps_per_s") for impl in IMPLEMENTATIONS}
+    ours_rate, their_rate = rates["gpu_envs"], rates["purejaxrl"]
+    assert ours_rate is not None and their_rate is not None  # every run has a finite rate
     return dict(
         median_train_s=dict(gpu_envs=ours, purejaxrl=theirs),
         median_steps=dict(
@@ -86,7 +89,7 @@ def summarize(runs: list[dict]) -> dict:
         ),
         median_env_steps_per_s=rates,
         time_ratio=ratio,
-        throughput_ratio=rates["gpu_envs"] / rates["purejaxrl"],
+        throughput_ratio=ours_rate / their_rate,
         target_ratio=TARGET_RATIO,
         target_met=ratio is not None and ratio <= TARGET_RATIO,
     )
@@ -128,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(
             f"--purejaxrl {args.purejaxrl}: no ppo.py there (give the purejaxrl/ folder)"
         )
-    record = dict(
+    record: dict[str, Any] = dict(
         bench="train_cartpole_purejaxrl",
         date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         machine=machine.machine_info(),

@@ -15,7 +15,7 @@ reaches -250 on every seed and the ratio of the median training seconds gpu_envs
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpu_envs.benchmarks.train_to_target import TrainToTarget
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 # rl-baselines3-zoo hyperparams/ppo.yml, Pendulum-v1 (tuned; its n_timesteps 1e5 is the bench's
 # default budget).
-RL_ZOO_PENDULUM = dict(
+RL_ZOO_PENDULUM: dict[str, Any] = dict(
     n_steps=1024,
     gae_lambda=0.95,
     gamma=0.9,

@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from gpu_envs.benchmarks import machine, report, timing
 from gpu_envs.runs.presets import preset
@@ -65,6 +65,17 @@ result = train(train_cli.build_config(args, extra))
 with open(sys.argv[1], "w") as f:
     json.dump(result, f)
 """
+
+
+@dataclass
+class Evaluations:
+    """What a :meth:`TrainToTarget.threshold_callback` found in an SB3 run: the best evaluation
+    mean, the training seconds and steps at the first mean >= the threshold (None until then) and
+    the seconds spent evaluating."""
+
+    best_eval: float | None = None
+    reached: dict | None = None
+    eval_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -165,10 +176,12 @@ class TrainToTarget:
             wall_s=wall,
         )
 
-    def threshold_callback(self, eval_freq: int, episodes: int, seed: int) -> BaseCallback:
+    def threshold_callback(
+        self, eval_freq: int, episodes: int, seed: int, found: Evaluations
+    ) -> BaseCallback:
         """An SB3 callback: deterministic evaluations every ``eval_freq`` timesteps (after the
-        update) and at the end, outside its training clock; stops training at the first mean >= the
-        threshold.
+        update) and at the end, outside its training clock, recorded in ``found``; stops training
+        at the first mean >= the threshold.
 
         Like the trainer's evaluator, every evaluation plays the same episodes: its env is
         reseeded with ``seed`` (the preset's ``evaluation.seed``) first, so a seed's run is the
@@ -186,25 +199,27 @@ class TrainToTarget:
                 super().__init__()
                 self.eval_env = Monitor(gym.make(bench.env_id))
                 self.next_eval, self.evaluated_at = eval_freq, -1
-                self.start, self.eval_s = 0.0, 0.0
-                self.best_eval, self.reached = None, None
+                self.start = 0.0
 
             def train_s(self) -> float:
-                return time.perf_counter() - self.start - self.eval_s
+                return time.perf_counter() - self.start - found.eval_s
 
             def evaluate(self) -> None:
                 tick = time.perf_counter()
                 self.eval_env.reset(seed=seed)  # evaluate_policy's resets continue its RNG
-                mean, _ = evaluate_policy(
-                    self.model, self.eval_env, n_eval_episodes=episodes, deterministic=True
+                mean, _ = cast(
+                    tuple[float, float],  # not return_episode_rewards: the mean and std
+                    evaluate_policy(
+                        self.model, self.eval_env, n_eval_episodes=episodes, deterministic=True
+                    ),
                 )
-                self.eval_s += time.perf_counter() - tick
+                found.eval_s += time.perf_counter() - tick
                 self.evaluated_at = self.num_timesteps
-                self.best_eval = (
-                    float(mean) if self.best_eval is None else max(self.best_eval, float(mean))
+                found.best_eval = (
+                    float(mean) if found.best_eval is None else max(found.best_eval, float(mean))
                 )
                 if bench.reached(float(mean)):
-                    self.reached = dict(train_s=self.train_s(), steps=self.num_timesteps)
+                    found.reached = dict(train_s=self.train_s(), steps=self.num_timesteps)
 
             def _on_training_start(self) -> None:
                 self.start = time.perf_counter()
@@ -215,10 +230,10 @@ class TrainToTarget:
                     self.evaluate()
 
             def _on_step(self) -> bool:
-                return self.reached is None
+                return found.reached is None
 
             def _on_training_end(self) -> None:
-                if self.reached is None and self.evaluated_at != self.num_timesteps:
+                if found.reached is None and self.evaluated_at != self.num_timesteps:
                     self.evaluate()
                 self.eval_env.close()
 
@@ -226,17 +241,19 @@ class TrainToTarget:
 
     def run_sb3(self, seed: int, timesteps: int, eval_freq: int, episodes: int) -> dict:
         """SB3 PPO (rl-zoo) until the first evaluation mean >= the threshold or ``timesteps``."""
-        model = self.sb3_model(seed)
-        callback = self.threshold_callback(eval_freq, episodes, seed)
+        model, found = self.sb3_model(seed), Evaluations()
+        callback = self.threshold_callback(eval_freq, episodes, seed, found)
         start = time.perf_counter()
         model.learn(total_timesteps=timesteps, callback=callback)
         wall = time.perf_counter() - start
-        model.get_env().close()
-        reached = callback.reached or dict(train_s=None, steps=None)
+        env = model.get_env()
+        assert env is not None  # the model was built on its training envs
+        env.close()
+        reached = found.reached or dict(train_s=None, steps=None)
         return dict(
             **reached,
-            best_eval=callback.best_eval,
-            total_train_s=wall - callback.eval_s,
+            best_eval=found.best_eval,
+            total_train_s=wall - found.eval_s,
             total_steps=int(model.num_timesteps),
             wall_s=wall,
         )
@@ -248,7 +265,7 @@ class TrainToTarget:
         model = self.sb3_model(0)
         model.learn(
             total_timesteps=model.n_steps * model.n_envs,
-            callback=self.threshold_callback(eval_freq=1, episodes=1, seed=0),
+            callback=self.threshold_callback(eval_freq=1, episodes=1, seed=0, found=Evaluations()),
         )
         return time.perf_counter() - start
 
@@ -348,7 +365,7 @@ class TrainToTarget:
         import torch
 
         torch.set_num_threads(args.threads)
-        record = dict(
+        record: dict[str, Any] = dict(
             bench=self.bench,
             date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
             machine=machine.machine_info(),
