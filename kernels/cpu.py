@@ -32,6 +32,8 @@ from numba.core.errors import NumbaIRAssumptionWarning
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
 
+from gpu_envs.kernels import action_check
+
 # numba's pedantic IR check misreads the counters of the logic inlined into these loops
 # ("variable ... is not in scope", six on a cold Tag compile); only the loops here are silenced.
 warnings.filterwarnings("ignore", category=NumbaIRAssumptionWarning, module=r".*kernels[/\\]cpu$")
@@ -67,7 +69,8 @@ def _step_loop(num_envs, before, like, after, source, upper, check):
     # The actions: the caller's memory (``source`` an address or an array), checked before any env
     # moves; True (nothing stepped) when an entry lies outside [0, upper[head]].
     actions = _actions_from(like, source)
-    if check and _rows_out_of_range(actions, upper, 0, num_envs):
+    rows = (actions.size // upper.size, upper.size)  # (a view of the C-ordered actions)
+    if check and any_out_of_range(actions.reshape(rows), upper):  # noqa: F821
         return True
     args = before + (actions,) + after
     for block in numba.prange((num_envs + block_size - 1) // block_size):  # noqa: F821
@@ -117,21 +120,6 @@ def _actions_from(typingctx, like, source):
 
 #: The ``upper`` of an unchecked step.
 _NO_BOUNDS = np.zeros(1, np.int64)
-
-
-@numba.njit(**_JIT)
-def _rows_out_of_range(actions, upper, start, stop):
-    """1 when an entry of the rows ``start..stop-1`` of ``actions`` (rows of ``upper.size``
-    entries, C order) lies outside ``[0, upper[head]]``, else 0 (one branch-free pass per head; a
-    negative entry seen as unsigned is above any bound)."""
-    flat = actions.reshape(actions.size)
-    heads = upper.size
-    bad = np.uint64(0)
-    for head in range(heads):
-        high = np.uint64(upper[head])
-        for row in range(start, stop):
-            bad |= np.uint64(np.uint64(flat[row * heads + head]) > high)
-    return int(bad)
 
 
 def _game_loop(template: Callable, name: str, parallel: bool = False, **names) -> Callable:
@@ -357,7 +345,7 @@ def make_driver(
         KernelArgs=kernel_args,
         block_size=block_size,
         _actions_from=_actions_from,
-        _rows_out_of_range=_rows_out_of_range,
+        any_out_of_range=action_check.any_out_of_range,
     )
     return CPUDriver(
         step_serial=step(f"{name}_block{block_size}_step_serial"),
