@@ -19,7 +19,7 @@ LAYERS = (
     ("runs",),
     ("trainers",),
     ("lightning",),
-    ("commands", "benchmarks"),
+    ("commands", "benchmarks", "device_check"),
 )
 #: The modules at the top of ``gpu_envs/`` and the layer each belongs to.
 TOP_MODULES = {"__init__": "games", "tag_v0": "games", "cli": "commands"}

@@ -11,7 +11,7 @@ a near-tie, and fails on any other.
 Throughput: env-steps/s of the CUDA env over a range of batch sizes, synchronised with
 ``torch.cuda.synchronize`` (protocol of :mod:`gpu_envs.benchmarks.timing`).
 
-This command picks the games and their settings (:mod:`gpu_envs.commands.device_check_plan`) and
+This command picks the games and their settings (:mod:`gpu_envs.device_check.plan`) and
 reports; ``--quick`` runs small parity checks only.
 
 ``--full`` is the prepared GPU script, in four parts (``--only PART[,PART]``, repeatable, runs
@@ -26,7 +26,7 @@ GPUs``: the CartPole trainer on 2 GPUs, Fabric DDP over NCCL, against 1, where t
 GPUs, else skipped, saying why) and ``first-step`` (a
 fresh process's first step with a cold and a warm kernel cache). It prints its plan first, each
 part's estimated seconds on one H200 and the total (under 6 minutes), and judges the rows against
-the GPU targets (:mod:`gpu_envs.commands.device_check_targets`; "not measured" off a GPU).
+the GPU targets (:mod:`gpu_envs.device_check.targets`; "not measured" off a GPU).
 ``--full --small`` runs the same script at sizes the CPU (``--device cpu``) and the CUDA simulator
 finish in seconds: the CI's proof that it runs end to end (graph rows are only measured on a real
 GPU).
@@ -40,30 +40,12 @@ Exit status: 0 all parity checks pass, 1 a check failed, 2 no usable CUDA GPU.
 from __future__ import annotations
 
 import argparse
-import sys
-import time
-import traceback
 
 from gpu_envs.benchmarks import report
-from gpu_envs.commands.device_check_journal import (
-    FAIL_EXIT,
-    Journal,
-    exit_status,
-    format_table,
-    format_targets,
-)
-from gpu_envs.commands.device_check_plan import (
-    PARTS,
-    Check,
-    format_plan,
-    full_plan,
-    plan,
-    total_estimate,
-)
-from gpu_envs.commands.device_check_rows import Row
-from gpu_envs.commands.device_check_targets import mark, summary
+from gpu_envs.device_check.journal import FAIL_EXIT
+from gpu_envs.device_check.plan import PARTS
+from gpu_envs.device_check.runner import NO_GPU_EXIT, run
 
-NO_GPU_EXIT = 2
 __all__ = ["FAIL_EXIT", "NO_GPU_EXIT", "add_parser", "run"]
 
 
@@ -172,73 +154,3 @@ def add_parser(subparsers) -> None:
     )
     report.add_json_argument(parser, "the rows (rewritten after every check)")
     parser.set_defaults(func=run)
-
-
-def _device_name(args) -> tuple[str, bool] | None:
-    """The checked device in words, and whether it is a real GPU; None when there is none."""
-    from gpu_envs.engine.devices import cuda_available, simulated_cuda
-
-    if args.device == "cpu":
-        return "the CPU (reference: the CPU)", False
-    if simulated_cuda():
-        return "numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)", False
-    if cuda_available():
-        import torch
-
-        return torch.cuda.get_device_name(args.device), True
-    return None
-
-
-def _run_check(check: Check) -> tuple[list[Row], float]:
-    """``check``'s rows and its seconds; one FAIL row naming the error when it raises."""
-    start = time.perf_counter()
-    try:
-        rows = check.run()
-    except Exception as error:  # (one broken check does not lose the others)
-        traceback.print_exc()
-        message = f"{type(error).__name__}: {error}"
-        first_line = message.splitlines()[0]  # (a table cell; the record keeps it all)
-        rows = [Row(check.what, "", f"error: {first_line}", "FAIL", {"error": message})]
-    return rows, time.perf_counter() - start
-
-
-def run(args) -> int:
-    """Entry point of ``gpu-envs device-check``."""
-    args.full = args.full or bool(args.only)
-    args.only = sorted({part for parts in args.only or () for part in parts}, key=PARTS.index)
-    device = _device_name(args)
-    if device is None:
-        print(
-            "gpu-envs device-check: no usable CUDA GPU here (it needs torch.cuda.is_available() "
-            "and numba-cuda to find a driver); run it on a machine with an NVIDIA GPU. The CPU "
-            "paths are covered by the test suite and `gpu-envs bench`.",
-            file=sys.stderr,
-        )
-        return NO_GPU_EXIT
-    name, on_gpu = device
-    out = sys.stderr if args.json == "-" else sys.stdout
-    checks = full_plan(args) if args.full else plan(args)
-    print(f"device-check on {name}", file=out, flush=True)
-    if args.full:
-        title = "plan (estimated seconds on one H200; basis: gpu_envs.commands.device_check_plan)"
-        print(format_plan(checks, title), file=out, flush=True)
-    header = {
-        "command": "device-check",
-        "device": name,
-        "settings": report.settings(args),
-        "estimate_s": total_estimate(checks) if args.full else None,
-        "plan": [{"part": c.part, "what": c.what, "estimate_s": c.estimate_s} for c in checks],
-    }
-    journal = Journal(args.json, header)
-    for check in checks:
-        rows, seconds = _run_check(check)
-        if args.full:
-            rows = [mark(row, on_gpu) for row in rows]
-        check_record = {"part": check.part, "what": check.what, "estimate_s": check.estimate_s}
-        journal.add(rows, {**check_record, "seconds": seconds})
-    targets = summary(journal.rows, on_gpu) if args.full else []
-    journal.finish(targets)
-    print(format_table(journal.rows), file=out, flush=True)
-    if targets:
-        print(format_targets(targets), file=out, flush=True)
-    return exit_status(journal.rows)

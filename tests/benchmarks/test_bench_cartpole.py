@@ -1,5 +1,5 @@
 """`gpu-envs bench cartpole`: records, tables, protocol and failure modes (device-check's tests:
-tests/commands/test_device_check.py).
+tests/device_check/test_device_check.py).
 
 No timed assertions: the machines are shared.
 """

@@ -15,7 +15,7 @@ server's cores; the device's own time is small beside it at these sizes except w
   side (its launch and ~20 device-to-host copies, assumed). Loading a game's kernels from the
   cache ~1 s per check.
 - kernel compile (before the parity checks, every check's envs at once, one process per check,
-  :mod:`gpu_envs.commands.device_check_compile`): the slowest alone, MountainCarContinuous (45 s of
+  :mod:`gpu_envs.device_check.compile`): the slowest alone, MountainCarContinuous (45 s of
   cold CPU compile measured per dtype) plus its CUDA compile (~10 s, assumed) and the start of a
   process (~5 s). In series, the games' cold CPU compiles alone add up to ~230 s.
 - lean step, per size: the env's allocation and reset (~1 s), then per launch kind (plain, graph)
@@ -40,11 +40,10 @@ import dataclasses
 from collections.abc import Callable
 from functools import partial
 
-from gpu_envs.commands import device_check_lean as lean
-from gpu_envs.commands import device_check_rows as rows
-from gpu_envs.commands.device_check_compile import warm_caches
-from gpu_envs.commands.device_check_rows import ParitySpec, Row
-from gpu_envs.commands.device_check_trainer import (
+from gpu_envs.device_check import lean, rows
+from gpu_envs.device_check.compile import warm_caches
+from gpu_envs.device_check.rows import ParitySpec, Row
+from gpu_envs.device_check.trainer import (
     DDP_ROW,
     ddp_skip_reason,
     ddp_throughput,

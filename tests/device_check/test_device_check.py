@@ -19,14 +19,10 @@ import torch
 
 from gpu_envs.cli import build_parser, main
 from gpu_envs.commands import device_check as dc
-from gpu_envs.commands import device_check_lean as lean
-from gpu_envs.commands import device_check_plan as plan
-from gpu_envs.commands import device_check_rows as rows
-from gpu_envs.commands import device_check_targets as targets
-from gpu_envs.commands import device_check_trainer
-from gpu_envs.commands.device_check_compile import warm_caches
-from gpu_envs.commands.device_check_journal import exit_status, format_table
-from gpu_envs.commands.device_check_trainer import ddp_throughput, trainer_throughput
+from gpu_envs.device_check import lean, plan, rows, runner, targets, trainer
+from gpu_envs.device_check.compile import warm_caches
+from gpu_envs.device_check.journal import exit_status, format_table
+from gpu_envs.device_check.trainer import ddp_throughput, trainer_throughput
 from gpu_envs.engine.devices import cuda_available
 from gpu_envs.games import GAMES
 from gpu_envs.trainers import core
@@ -164,7 +160,7 @@ def test_the_run_prints_its_plan_writes_each_row_and_keeps_going(monkeypatch, tm
         raise RuntimeError("broken\nin two lines")
 
     monkeypatch.setattr(
-        dc,
+        runner,
         "full_plan",
         _fake_full_plan(
             plan.Check("parity", "one", lambda: [rows.Row("one", "s", "r", "PASS")], 1.0),
@@ -204,7 +200,7 @@ def test_a_run_stopped_midway_keeps_the_rows_measured(monkeypatch, tmp_path):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(
-        dc,
+        runner,
         "full_plan",
         _fake_full_plan(
             plan.Check("parity", "one", lambda: [rows.Row("one", "s", "r", "PASS")], 1.0),
@@ -324,7 +320,7 @@ def test_the_ddp_row_on_2_gpus_reports_2_against_1(monkeypatch):
         calls.append((processes, envs, iterations, accelerator))
         return {"processes": processes, "env_steps_per_s": 1e6 * (1.0 if processes == 1 else 1.8)}
 
-    monkeypatch.setattr(device_check_trainer, "train_speed", fake_speed)
+    monkeypatch.setattr(trainer, "train_speed", fake_speed)
     (row,) = ddp_throughput("cuda", 4096, 10)
     assert calls == [(1, 4096, 10, "cuda"), (2, 4096, 10, "cuda")]
     assert row.result == "1.8M env-steps/s on 2 GPUs, 1M on 1: 1.80x"

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from gpu_envs.benchmarks import report
-from gpu_envs.commands.device_check_rows import Row
+from gpu_envs.device_check.rows import Row
 
 FAIL_EXIT = 1
 

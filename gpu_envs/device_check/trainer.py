@@ -20,8 +20,8 @@ from pathlib import Path
 
 from gpu_envs.benchmarks import report
 from gpu_envs.benchmarks.ddp_scaling import train_speed
-from gpu_envs.commands.device_check_lean import SMALL_TAG
-from gpu_envs.commands.device_check_rows import Row
+from gpu_envs.device_check.lean import SMALL_TAG
+from gpu_envs.device_check.rows import Row
 
 
 def trainer_throughput(

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 from gpu_envs.benchmarks import report
-from gpu_envs.commands.device_check_rows import Row
+from gpu_envs.device_check.rows import Row
 
 #: Tag's small config (--quick, --small): 8 agents, a few steps per episode.
 SMALL_TAG = dict(

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Callable
 
 from gpu_envs.benchmarks import report
-from gpu_envs.commands.device_check_rows import Row
+from gpu_envs.device_check.rows import Row
 
 MET, NOT_MET, NOT_MEASURED = "met", "not met", "not measured"
 

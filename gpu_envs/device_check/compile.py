@@ -4,7 +4,7 @@ numba compiles a game's CPU loops and CUDA kernels on one core, for tens of seco
 dtype on a cold cache (the first run on a fresh machine); the parity checks, one after the other,
 would pay them in series. :func:`warm_caches` runs each check's envs for one step in its own
 process instead, as many at once as there are cores: they fill numba's disk cache, and the checks
-that follow load from it. ``python -m gpu_envs.commands.device_check_compile DEVICE SPEC_JSON`` is
+that follow load from it. ``python -m gpu_envs.device_check.compile DEVICE SPEC_JSON`` is
 one such process.
 """
 
@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from gpu_envs.commands.device_check_rows import ParitySpec, Row
+from gpu_envs.device_check.rows import ParitySpec, Row
 
 
 def compile_spec(spec: ParitySpec, device: str) -> None:

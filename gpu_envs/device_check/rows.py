@@ -2,7 +2,7 @@
 
 A parity check is described by a :class:`ParitySpec` (plain data: the game, its constructor
 arguments, the steps), so that the same description builds the envs of the check here and of the
-kernel warm-up in other processes (:mod:`gpu_envs.commands.device_check_compile`).
+kernel warm-up in other processes (:mod:`gpu_envs.device_check.compile`).
 """
 
 from __future__ import annotations
