@@ -44,6 +44,8 @@ THREADS_PER_BLOCK = 256
 MAX_THREADS_PER_AGENT_BLOCK = 256
 #: Shared memory a block may use without opting in, on every GPU since compute capability 3.0.
 SHARED_MEMORY_BYTES = 48 * 1024
+#: The start of numba-cuda's warning on a small grid (``_LaunchConfiguration``).
+LOW_OCCUPANCY_MESSAGE = r"Grid size \d+ will likely result in GPU under-utilization"
 
 
 def _named(function: Callable, name: str) -> Callable:
@@ -108,7 +110,9 @@ class CUDADriver:
 
     def reset(self, num_envs: int, mask, args: tuple, num_agents: int = 1, stream=0) -> None:
         """Reset the envs where ``mask`` is True."""
-        self.reset_kernel[self._launch_config(num_envs, num_agents, stream)](num_envs, mask, args)
+        configured(self.reset_kernel, self._launch_config(num_envs, num_agents, stream))(
+            num_envs, mask, args
+        )
 
     def prepare_step(self, num_envs: int, args: tuple, num_agents: int = 1) -> Callable:
         """The step as ``launch(stream)``, prepared once for these arguments: valid while the
@@ -125,7 +129,7 @@ class CUDADriver:
         kernel = self.step_kernel
 
         def ordinary(stream) -> None:
-            kernel[(grid, block, stream, *shared)](num_envs, args)
+            configured(kernel, (grid, block, stream, *shared))(num_envs, args)
 
         if config.ENABLE_CUDASIM:
             return ordinary
@@ -136,6 +140,15 @@ class CUDADriver:
         except Exception as error:  # any failure: the ordinary launch still steps the envs
             _warn_fallback(kernel, error)
             return ordinary
+
+
+def configured(kernel, launch_config: tuple):
+    """``kernel[launch_config]`` without numba-cuda's ``NumbaPerformanceWarning`` on a grid of
+    fewer than 128 blocks: small grids are expected here (a few envs, a partial reset), and the
+    warning would come at every launch (an error under ``-W error``)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=LOW_OCCUPANCY_MESSAGE)
+        return kernel[launch_config]
 
 
 class LaunchFallbackWarning(RuntimeWarning):
