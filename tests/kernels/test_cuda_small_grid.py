@@ -12,7 +12,7 @@ from numba.extending import register_jitable
 from gpu_envs.kernels import cuda as drivers
 
 pytestmark = pytest.mark.skipif(
-    bool(config.ENABLE_CUDASIM), reason="numba-cuda's own dispatcher (the simulator's does not warn)"
+    bool(config.ENABLE_CUDASIM), reason="numba-cuda's dispatcher (the simulator's does not warn)"
 )
 
 
@@ -32,7 +32,8 @@ def _kernel_args(*args):
 
 @pytest.mark.parametrize("shape", ["thread", "block"])
 def test_small_grids_launch_without_a_performance_warning(monkeypatch, shape):
-    driver = drivers.make_driver(f"small_grid_{shape}", _step_envs, _reset_envs, _kernel_args, shape)
+    name = f"small_grid_{shape}"
+    driver = drivers.make_driver(name, _step_envs, _reset_envs, _kernel_args, shape)
     launches = []
     for kernel in (driver.reset_kernel, driver.step_kernel):
         monkeypatch.setattr(kernel, "call", lambda args, launch: launches.append(launch.griddim))
@@ -59,4 +60,4 @@ def test_other_warnings_still_show():
 
 class _Warns:
     def __getitem__(self, launch_config):
-        warnings.warn("other", UserWarning)
+        warnings.warn("other", UserWarning, stacklevel=2)
