@@ -9,7 +9,8 @@ names, the default presets), ``gpu-envs evaluate`` / ``render`` / ``bench`` / ``
 A game written outside the package joins :data:`GAMES` through :func:`register_game`, or through
 a Python entry point of the group ``gpu_envs.games`` (``name = "module:RECORD"``, a :class:`Game`
 named ``name``), which :func:`game` loads the first time a name is not found, so that
-``gpu-envs train NAME`` takes it in a fresh process.
+``gpu-envs train NAME`` takes it in a fresh process. A plug-in that fails to load is skipped with
+one warning naming it: the built-in games never depend on the plug-ins.
 
 Classes are named by import path (``"module:attribute"``) and imported when used, so importing this
 module (and ``gpu_envs``) imports no env, no numba and no torch. What the tools need to know without
@@ -21,6 +22,7 @@ from __future__ import annotations
 import importlib
 import math
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -242,9 +244,17 @@ def register_game(record: Game) -> Game:
     return record
 
 
+class GamePluginWarning(UserWarning):
+    """An installed ``gpu_envs.games`` entry point that does not give a game: it is skipped."""
+
+
 def load_entry_points() -> None:
     """Register the games of the installed distributions' ``gpu_envs.games`` entry points, once
-    per process (each entry point names a :class:`Game` of the same name)."""
+    per process (each entry point names a :class:`Game` of the same name).
+
+    An entry point that does not give one (its module does not import, loading it raises, it
+    names something else, or its record is refused by :func:`register_game`) is skipped with one
+    :class:`GamePluginWarning` naming it: the built-in games and the other plug-ins work on."""
     global _entry_points_loaded
     if _entry_points_loaded:
         return
@@ -252,14 +262,27 @@ def load_entry_points() -> None:
     from importlib.metadata import entry_points
 
     for point in entry_points(group=ENTRY_POINT_GROUP):
-        where = f"entry point {point.name} = {point.value!r} (group {ENTRY_POINT_GROUP})"
         try:
-            record = point.load()
+            _register_entry_point(point)
         except Exception as error:
-            raise RuntimeError(f"{where} does not load: {error}") from error
-        if not isinstance(record, Game) or record.name != point.name:
-            raise TypeError(f"{where}: must name a gpu_envs.games.Game named {point.name!r}")
-        register_game(record)
+            warnings.warn(
+                f"skipping the game plug-in entry point {point.name} = {point.value!r} (group "
+                f"{ENTRY_POINT_GROUP}): {error}",
+                GamePluginWarning,
+                stacklevel=2,
+            )
+
+
+def _register_entry_point(point: Any) -> None:
+    """Register the :class:`Game` that the entry point ``point`` names; an exception saying why
+    not otherwise."""
+    try:
+        record = point.load()
+    except Exception as error:
+        raise RuntimeError(f"it does not load: {type(error).__name__}: {error}") from error
+    if not isinstance(record, Game) or record.name != point.name:
+        raise TypeError(f"it must name a gpu_envs.games.Game named {point.name!r}")
+    register_game(record)
 
 
 def game(name: str) -> Game:
