@@ -11,10 +11,20 @@ compares them under seeded random actions (:func:`random_actions`): the check be
 
 Policy:
 
+- Each step is compared from the same state: after each comparison the candidate's buffers are
+  loaded with the reference's (``load_buffers_state``; ``from_same_state=False`` lets both run
+  free). Bit-exactness is not required: the CUDA compiler contracts multiply-adds into FMAs and
+  libdevice's sin/cos differ from the host's in the last ulp, so a correct GPU step differs from
+  the CPU's by a few ulps of its operations. From the same state that is all a step can differ by;
+  run free, the ulps compound through the dynamics and a chaotic game grows them past any fixed
+  tolerance: Pendulum near upright multiplies a difference by ~1.21 per step (``e^(dt *
+  sqrt(3 g / 2 l))``), ~10^4 over a 50-step episode, so one float32 ulp (1.2e-7) reaches 1e-3.
 - Floating-point fields are compared with ``torch.isclose`` under a relative + absolute tolerance
-  per dtype (:data:`DEFAULT_TOLERANCES`). Bit-exactness is not required: the CUDA compiler contracts
-  multiply-adds into FMAs and libdevice's sin/cos differ from the host's in the last ulp, so even
-  float64 CartPole on a GPU is not bit-exact with the CPU.
+  per dtype (:data:`DEFAULT_TOLERANCES`), sized for one step's rounding: float32's 1e-4 is ~800
+  ulps at 1.0 and ~13 ulps of the largest intermediates (~100, Acrobot's dynamics), float64's
+  1e-9 / 1e-10 millions of ulps. ``tests/benchmarks/test_parity_drift.py`` proves them: every
+  game and dtype passes with its state and outputs nudged by 1-4 ulps before and after every step
+  (``np.nextafter``) and fails with a planted error of 1e-3.
 - Integer and bool fields (flags, counters, seeds, Tag's in-game flags) must be equal, and so must
   the order of Tag's observed neighbours (it shows in the columns of the observation), except where
   a near-tie explains the difference:
@@ -27,10 +37,8 @@ Policy:
     2.4 or 12 degrees may terminate on one backend only (:func:`classify_termination_difference`).
 
 - After a near-tie the env's two trajectories legitimately diverge: the env is reported once
-  ("near-tie at step s (kind)") and left out of every later comparison. It is not resynchronised:
-  copying one backend's state into the other would need a state setter on every env and would
-  only test steps the unsynchronised run already tests on the other envs. An unexplained
-  difference is a mismatch naming the step, env and fields; that env is left out afterwards too.
+  ("near-tie at step s (kind)") and left out of every later comparison. An unexplained difference
+  is a mismatch naming the step, env and fields; that env is left out afterwards too.
 - Verdict: PASS when every difference is within tolerance or an explained near-tie, else FAIL.
 """
 
@@ -77,9 +85,8 @@ class Tolerance:
         return abs(value - reference) <= self.atol + self.rtol * abs(reference)
 
 
-#: Float tolerance per dtype. float64: FMA contraction and last-ulp libm differences stay orders of
-#: magnitude inside it over CartPole's episodes; float32 (Tag, CartPole's float32 state and every
-#: observation) drifts more.
+#: Float tolerance per dtype, for one step from the same state (see the module): FMA contraction
+#: and last-ulp libm differences of one step stay orders of magnitude inside it.
 DEFAULT_TOLERANCES: dict[torch.dtype, Tolerance] = {
     torch.float64: Tolerance(rtol=1e-9, atol=1e-10),
     torch.float32: Tolerance(rtol=1e-4, atol=1e-4),
@@ -413,6 +420,7 @@ def compare_envs(
     tolerances: Mapping[torch.dtype, Tolerance] | None = None,
     rules: Mapping[str, NearTieRule] | None = None,
     ulps: float = DEFAULT_ULPS,
+    from_same_state: bool = True,
 ) -> ParityReport:
     """Reset both envs with ``seed``, step them ``steps`` times with ``actions_fn(step)`` (step =
     1..steps; a CPU tensor, moved to each env's device) and compare them after every call.
@@ -420,7 +428,9 @@ def compare_envs(
     ``reference`` and ``candidate`` are gpu-envs vector envs of one game with the same settings,
     on any devices. ``tolerances`` (default :data:`DEFAULT_TOLERANCES`) maps float dtypes to their
     :class:`Tolerance`; ``rules`` (default :func:`near_tie_rules` of the reference, with ``ulps``)
-    are the near-ties that may explain a difference.
+    are the near-ties that may explain a difference. ``from_same_state``: after each comparison
+    the candidate takes the reference's buffers, so that every step starts from the same state
+    (False: both run free, and differences compound).
     """
     if steps < 0:
         raise ValueError(f"steps must be >= 0, got {steps}")
@@ -434,6 +444,11 @@ def compare_envs(
     num_envs = reference.num_envs
     report = ParityReport(num_envs, steps)
     compared = torch.ones(num_envs, dtype=torch.bool)
+    if from_same_state and not hasattr(candidate, "load_buffers_state"):
+        raise ValueError(
+            f"{type(candidate).__name__} has no load_buffers_state: compare it with "
+            "from_same_state=False"
+        )
     ref = _fields(reference, reference.reset(seed=seed))
     cand = _fields(candidate, candidate.reset(seed=seed))
     previous = None
@@ -444,6 +459,9 @@ def compare_envs(
             cand = _fields(candidate, candidate.step(actions.to(candidate.device)))
         _check_alike(ref, cand, num_envs)
         _compare_step(step, ref, cand, previous, compared, tolerances, rules, report)
+        if from_same_state and step < steps:
+            state = reference.buffers_state()
+            candidate.load_buffers_state({n: t.to(candidate.device) for n, t in state.items()})
     return report
 
 
