@@ -25,16 +25,33 @@ HOST_STEPS = 200
 SMALL_HOST_STEPS = 3
 
 
-def lean_env(game: str, num_envs: int, device: str, small: bool, dtype: str | None = None):
-    """``game``'s env on the lean path (``validate_actions=False``, ``copy_outputs=False``; the
-    classic games in ``dtype``, None: their default), reset, and a zero action batch on its device
-    (zeros are valid actions of every game)."""
+#: The dtypes a lean row may name (Tag's state is float32 only).
+DTYPES = ("float64", "float32")
+
+
+def check_dtype(game: str, dtype: str) -> None:
+    """A ValueError unless ``dtype`` is one ``game`` runs in, named: a classic game's default
+    dtype depends on the device (float64 on the CPU and the simulator, float32 on a GPU), so a
+    row that left it out would measure another dtype on the GPU than everywhere else."""
+    allowed = ("float32",) if game == "tag" else DTYPES
+    if dtype not in allowed:
+        raise ValueError(
+            f"the {game} lean row needs its dtype named ({' or '.join(allowed)}), got {dtype!r}: "
+            "the default differs between the CPU and a GPU"
+        )
+
+
+def lean_env(game: str, num_envs: int, device: str, small: bool, dtype: str):
+    """``game``'s env in ``dtype`` on the lean path (``validate_actions=False``,
+    ``copy_outputs=False``), reset, and a zero action batch on its device (zeros are valid actions
+    of every game)."""
     import torch
 
     from gpu_envs import games
     from gpu_envs.games.tag.env import TagEnv
     from gpu_envs.games.tag.params import seed_config
 
+    check_dtype(game, dtype)
     if game == "tag":
         env = TagEnv(
             num_envs, device, validate_actions=False, **(SMALL_TAG if small else seed_config())
@@ -64,7 +81,7 @@ def host_us_per_step(
 
 
 def lean_throughput(
-    game: str, num_envs: int, device: str, small: bool, options: dict, dtype: str | None = None
+    game: str, num_envs: int, device: str, small: bool, options: dict, dtype: str
 ) -> list[Row]:
     """env-steps/s and host us per step of ``game``'s lean step, plain launches and (on a GPU)
     CUDA-graph replay of ``env.step``, timed in interleaved rounds on one env."""
@@ -74,7 +91,9 @@ def lean_throughput(
     from gpu_envs.engine import cuda_graphs
 
     env, actions = lean_env(game, num_envs, device, small, dtype)
-    dtype_name = str(env.dtype).removeprefix("torch.") if game != "tag" else "float32"
+    dtype_name = str(getattr(env, "dtype", "float32")).removeprefix("torch.")
+    if dtype_name != dtype:
+        raise RuntimeError(f"the {game} lean row asked for {dtype} and got {dtype_name}")
     sync = torch.cuda.synchronize if env.device.type == "cuda" else None
     runners = {"plain launches": timing.Runner(lambda: env.step(actions), num_envs, sync)}
     why_not = cuda_graphs.capturable(env)
@@ -117,9 +136,12 @@ def first_step_rows(
 ) -> list[Row]:
     """The first step of a fresh process on ``device``, with an empty kernel cache (cold), then
     with the cache the first process filled (warm). ``cold=False`` (CI) keeps numba's own cache
-    folder: the first run finds what earlier runs left there."""
+    folder: the first run finds what earlier runs left there. ``env_kwargs`` name CartPole's
+    dtype (:func:`check_dtype`)."""
     from gpu_envs.benchmarks.cartpole import measure_first_step
 
+    dtype = "float32" if game == "tag" else env_kwargs.get("dtype")
+    check_dtype(game, dtype)
     env_class = {"cartpole": "CartPoleVectorEnv", "tag": "TagEnv"}[game]
     with tempfile.TemporaryDirectory() as cache:
         records = measure_first_step(
@@ -128,11 +150,11 @@ def first_step_rows(
     return [
         Row(
             "first step",
-            f"{game}, {num_envs} envs, fresh process, {cache} kernel cache",
+            f"{game}, {num_envs} envs, {dtype}, fresh process, {cache} kernel cache",
             f"{r['first_step_s']:.3f} s (make and reset {r['make_and_reset_s']:.2f} s, import "
             f"{r['import_s']:.2f} s)",
             "",
-            {**r, "game": game, "cache": cache},
+            {**r, "game": game, "dtype": dtype, "cache": cache},
         )
         for r, cache in zip(records, ("cold" if cold else "existing", "warm"))
     ]

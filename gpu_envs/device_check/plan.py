@@ -81,13 +81,17 @@ ESTIMATE_FIRST_COMPILE_S = {"cartpole": 8.0, "tag": 20.0}
 ESTIMATE_NCCL_START_S, ESTIMATE_SKIPPED_S = 5.0, 0.1
 
 #: game -> (env count, dtype) of the --full lean rows, and of --full --small. CartPole in both
-#: dtypes at 2^20 envs: issue 36's targets.
+#: dtypes at 2^20 envs: issue 36's targets. Every dtype named: the default depends on the device.
 FULL_LEAN = {
-    "cartpole": ((4096, None), (65536, None), (2**20, None), (2**20, "float32")),
-    "pendulum": ((4096, None), (65536, None), (2**20, None)),
-    "tag": ((1000, None), (10000, None)),
+    "cartpole": ((4096, "float64"), (65536, "float64"), (2**20, "float64"), (2**20, "float32")),
+    "pendulum": ((4096, "float64"), (65536, "float64"), (2**20, "float64")),
+    "tag": ((1000, "float32"), (10000, "float32")),
 }
-SMALL_LEAN = {"cartpole": ((8, None),), "pendulum": ((8, None),), "tag": ((2, None),)}
+SMALL_LEAN = {
+    "cartpole": ((8, "float64"),),
+    "pendulum": ((8, "float64"),),
+    "tag": ((2, "float32"),),
+}
 #: Agents per game of the lean rows (Tag's seed config: 5 taggers + 100 runners; else 1).
 AGENTS = {"tag": 105}
 #: CartPole envs per GPU of the --full DDP row, and of --full --small.
@@ -238,7 +242,7 @@ def full_plan(args: argparse.Namespace) -> list[Check]:
             checks.append(
                 Check(
                     "lean",
-                    f"{game} lean step, {num_envs} envs{', ' + dtype if dtype else ''}",
+                    f"{game} lean step, {num_envs} envs, {dtype}",
                     partial(lean.lean_throughput, game, num_envs, device, small, options, dtype),
                     estimate,
                 )
@@ -283,7 +287,10 @@ def full_plan(args: argparse.Namespace) -> list[Check]:
 
     from gpu_envs.games.tag.params import seed_config
 
-    first_steps = {"cartpole": {}, "tag": lean.SMALL_TAG if small else seed_config()}
+    first_steps = {
+        "cartpole": {"dtype": "float64"},
+        "tag": lean.SMALL_TAG if small else seed_config(),
+    }
     for game, kwargs in first_steps.items():
         num_envs = (SMALL_LEAN if small else FULL_LEAN)[game][0][0]
         checks.append(

@@ -39,6 +39,11 @@ class ParitySpec:
     kwargs: dict[str, Any]
     setting: str
 
+    @property
+    def dtype(self) -> str:
+        """The float dtype the check's envs run in (Tag: float32, its only one)."""
+        return self.kwargs.get("dtype", "float32")
+
     def make_env(self, device: str):
         """The check's env on ``device``."""
         from gpu_envs import games
@@ -118,8 +123,8 @@ def parity_row(
     parity = compare_devices(
         spec.make_env, spec.steps, device=device, reference_device=reference_device, seed=seed
     )
-    record = {"kind": "parity", "game": spec.game}
-    record.update({k: spec.kwargs[k] for k in ("dtype", "autoreset_mode") if k in spec.kwargs})
+    record = {"kind": "parity", "game": spec.game, "dtype": spec.dtype}
+    record.update({k: spec.kwargs[k] for k in ("autoreset_mode",) if k in spec.kwargs})
     return Row(
         f"{spec.game} parity",
         f"{spec.setting}, {reference_device} vs {device}",
@@ -189,7 +194,12 @@ def tag_throughput(device: str, log2_sizes: range, timing_options: dict) -> list
                 f"2^{log2} envs, seed config ({runner.agents_per_env} agents)",
                 runner,
                 timing_options,
-                {"game": "tag", "num_envs": num_envs, "agents_per_env": runner.agents_per_env},
+                {
+                    "game": "tag",
+                    "num_envs": num_envs,
+                    "dtype": "float32",
+                    "agents_per_env": runner.agents_per_env,
+                },
             )
         )
     return rows
@@ -205,5 +215,10 @@ def tag_scale_throughput(device: str, num_envs: int, timing_options: dict) -> li
     params: dict[str, Any] = {**seed_config(), "num_taggers": taggers, "num_runners": runners}
     runner = make_ours(num_envs, 0, device=device, **params)
     setting = f"{num_envs} envs x {taggers + runners} agents ({taggers} taggers)"
-    record = {"game": "tag", "num_envs": num_envs, "agents_per_env": taggers + runners}
+    record = {
+        "game": "tag",
+        "num_envs": num_envs,
+        "dtype": "float32",
+        "agents_per_env": taggers + runners,
+    }
     return [throughput_row("tag scale throughput", setting, runner, timing_options, record)]
