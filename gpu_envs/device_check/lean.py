@@ -29,7 +29,7 @@ SMALL_HOST_STEPS = 3
 DTYPES = ("float64", "float32")
 
 
-def check_dtype(game: str, dtype: str) -> None:
+def check_dtype(game: str, dtype: str | None) -> None:
     """A ValueError unless ``dtype`` is one ``game`` runs in, named: a classic game's default
     dtype depends on the device (float64 on the CPU and the simulator, float32 on a GPU), so a
     row that left it out would measure another dtype on the GPU than everywhere else."""
@@ -41,7 +41,7 @@ def check_dtype(game: str, dtype: str) -> None:
         )
 
 
-def lean_env(game: str, num_envs: int, device: str, small: bool, dtype: str):
+def lean_env(game: str, num_envs: int, device: str, small: bool, dtype: str | None):
     """``game``'s env in ``dtype`` on the lean path (``validate_actions=False``,
     ``copy_outputs=False``), reset, and a zero action batch on its device (zeros are valid actions
     of every game)."""
