@@ -46,9 +46,10 @@ import torch
 from lightning.fabric.utilities.seed import seed_everything
 
 from gpu_envs.games import GAMES
+from gpu_envs.runs import checkpoint_fields as ckpt_fields
 from gpu_envs.runs import checkpoint as ckpt
 from gpu_envs.runs import console, curves, run_control
-from gpu_envs.runs.config import RunConfig, game_of
+from gpu_envs.runs.config import ConfigError, RunConfig, game_of
 from gpu_envs.runs.experiment import Experiment, NullExperiment, experiment_root, fresh_root
 from gpu_envs.runs.metrics import cleanrl_metrics, episode_summary
 from gpu_envs.runs.speed import PhaseTimer, SpeedMeter, TrainClock
@@ -589,10 +590,20 @@ class TrainingRun:
         gathered = self.dist.all_gather(flat)
         return gathered.view(tensor.dtype).reshape(self.world_size, *tensor.shape)
 
-    def _restore(self, loaded: ckpt.LoadedCheckpoint) -> dict:
-        """Put back the weights, optimiser states and counters of ``loaded`` (read by
-        ``resolve_resume``); returns its state for ``_start_rollouts``."""
-        path, state = loaded
+    def _generators(self) -> dict[str, torch.Tensor]:
+        """This process's state of each generator a checkpoint restores."""
+        generators = {"torch": torch.get_rng_state()}
+        if self.device.type == "cuda":
+            generators["cuda"] = torch.cuda.get_rng_state(self.device)
+        return generators
+
+    def _check_checkpoint(self, state: dict, path: Path) -> None:
+        """Raise ``CheckpointError``, before anything is restored, unless this run can restore
+        ``state`` (the checkpoint at ``path``): the same networks (``check_compatible``) and number
+        of processes (``rank_states``), then every field's type, shape, dtype and range
+        (``checkpoint_fields.training_spec``), and the run config a resume keeps. Every rank checks
+        every rank's states, so that all refuse together, before any collective (a rank that
+        failed alone later would leave the others waiting)."""
         ckpt.check_compatible(
             state,
             path,
@@ -601,12 +612,53 @@ class TrainingRun:
             {g.tag: g.module for g in self.groups},
             {g.tag: self.config.policy[g.tag].model for g in self.groups},
         )
-        # every rank checks every rank's states now, so that all refuse together, before any
-        # collective (a rank that failed alone later would leave the others waiting)
-        generators = {"torch": torch.get_rng_state()}
-        if self.device.type == "cuda":
-            generators["cuda"] = torch.cuda.get_rng_state(self.device)
-        state["rng"] = ckpt.rank_states(state, path, self.world_size, generators)
+        ckpt.rank_states(state, path, self.world_size, self._generators())
+        env = self.game.env.buffers_state()
+        obs_dtype = env["obs"].dtype if "obs" in env else torch.float32
+        rank = {
+            **self._generators(),
+            "env": env,
+            "obs": torch.empty(
+                (self.num_envs, self.game.num_agents, self.game.obs_dim), dtype=obs_dtype
+            ),
+            "prev_done": self.collector.prev_done,
+            "episode_returns": self.collector.episode_returns,
+            "episode_lengths": self.collector.episode_lengths,
+        }
+        pool = self.collector.opponents
+        if pool is not None and state.get("opponents") is None:
+            raise ckpt.CheckpointError(
+                f"{path} holds no opponent pool (a run with opponents.share 0); resume it with "
+                "its own config"
+            )
+        spec = ckpt_fields.training_spec(
+            spaces={
+                "obs_dim": self.game.obs_dim,
+                "action_nvec": list(self.nvec),
+                "continuous": isinstance(self.nvec, ContinuousActions),
+            },
+            models={g.tag: g.module.state_dict() for g in self.groups},
+            optimizers={g.tag: _unwrapped(g.optimizer) for g in self.groups},
+            rank=rank,
+            world_size=self.world_size,
+            pool=None if pool is None else pool.state_dict(),
+            pool_size=self.config.opponents.pool_size,
+        )
+        ckpt_fields.check(state, path, spec)
+        try:  # as resolve_resume checks the checkpoint it read (a fallback's has not been)
+            saved = RunConfig.from_dict(state["config"])
+        except ConfigError:
+            return  # a config this version no longer reads: the checks above remain
+        ckpt.check_resume_config(saved, self.config, path)
+
+    def _restore(self, loaded: ckpt.LoadedCheckpoint) -> dict:
+        """Put back the weights, optimiser states and counters of ``loaded`` (read by
+        ``resolve_resume``) once ``_check_checkpoint`` accepts it, or of the older checkpoint of
+        its folder that ``checkpoint_fields.restorable`` falls back to; returns its state for
+        ``_start_rollouts``."""
+        path, state, _ = ckpt_fields.restorable(loaded, self._check_checkpoint)
+        self.resumed_from = path
+        state["rng"] = ckpt.rank_states(state, path, self.world_size, self._generators())
         for group in self.groups:
             saved = state["policies"][group.tag]
             group.module.load_state_dict(saved["model"])
@@ -619,11 +671,6 @@ class TrainingRun:
         self.clock.previous = float(state["counters"]["train_seconds"])
         self.best_score = float(state["best_eval"])
         if self.collector.opponents is not None:
-            if state.get("opponents") is None:
-                raise ckpt.CheckpointError(
-                    f"{path} holds no opponent pool (a run with opponents.share 0); resume it "
-                    "with its own config"
-                )
             self.collector.opponents.load_state_dict(state["opponents"])
         if self.evaluator is not None:
             self.evaluator.evaluations = int(state["counters"]["evaluations"])
@@ -643,3 +690,8 @@ def _map(function, tree):
 
 def _to_cpu(tree):
     return _map(lambda t: t.detach().cpu().clone(), tree)
+def _unwrapped(optimizer):
+    """The optimiser Fabric or Lightning wraps (None stays None)."""
+    return getattr(optimizer, "optimizer", optimizer)
+
+

@@ -19,8 +19,10 @@ read. Reading checks every field the trainers use; a resume first checks that it
 ``RESUME_FIXED`` (``check_resume_config``), then the whole network description (``NETWORK_FIELDS``
 of each policy's model config, the observation size and the action heads), not only the parameter
 shapes; ``rank_states`` checks the per-rank states a resume puts back (as many as the run has
-processes, each RNG state of the generator's dtype and size). ``prune_checkpoints`` keeps the
-newest ``saving.keep_last`` of a folder's iteration checkpoints.
+processes, each RNG state of the generator's dtype and size). ``checkpoint_fields`` then checks
+every other field against the run, field by field, before anything is restored, and picks the
+previous good checkpoint of a refused one. ``prune_checkpoints`` keeps the newest
+``saving.keep_last`` of a folder's iteration checkpoints.
 """
 
 from __future__ import annotations
@@ -88,10 +90,13 @@ _REQUIRED = (
 
 
 class LoadedCheckpoint(NamedTuple):
-    """A checkpoint read once (``load_checkpoint``) and handed on: its file and its state."""
+    """A checkpoint read once (``load_checkpoint``) and handed on: its file and its state;
+    ``searched``: taken as the newest readable one of a run's folder, not named by the user (a
+    restore that refuses it falls back to an older one: ``checkpoint_fields.restorable``)."""
 
     path: Path
     state: dict
+    searched: bool = False
 
 
 class CheckpointError(RuntimeError):
@@ -267,12 +272,18 @@ def iteration_path(folder: str | Path, iteration: int) -> Path:
     return Path(folder) / f"iteration_{iteration}.pth.tar"
 
 
+def iteration_number(path: str | Path) -> int | None:
+    """N of a file named ``iteration_<N>.pth.tar``; None for any other name."""
+    found = _ITERATION_FILE.match(Path(path).name)
+    return None if found is None else int(found.group(1))
+
+
 def iteration_checkpoints(folder: str | Path) -> list[Path]:
     """The ``iteration_<N>.pth.tar`` files of ``folder``, largest N first (empty if none)."""
     folder = Path(folder)
     if not folder.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := _ITERATION_FILE.match(p.name))]
+    found = [(n, p) for p in folder.iterdir() if (n := iteration_number(p)) is not None]
     return [p for _, p in sorted(found, reverse=True)]
 
 
@@ -300,7 +311,7 @@ def latest_readable_checkpoint(folder: str | Path) -> LoadedCheckpoint | None:
         except CheckpointError as error:
             warnings.warn(f"--resume: skipping {path}: {error}", stacklevel=2)
             continue
-        return LoadedCheckpoint(path, state)
+        return LoadedCheckpoint(path, state, searched=True)
     return None
 
 
@@ -347,34 +358,67 @@ def check_compatible(
     """Raise ``CheckpointError`` unless ``state`` (from ``load_checkpoint``) holds the same
     policies and networks: observation size, action heads, each policy's ``NETWORK_FIELDS``
     (``models``, the run's model configs) and parameter shapes (``modules``)."""
-    spaces = state["spaces"]
-    if spaces["obs_dim"] != obs_dim or list(spaces["action_nvec"]) != list(action_nvec):
+    spaces = _field(state, "spaces", Path(path))
+    saved_obs, saved_nvec = spaces["obs_dim"], spaces["action_nvec"]
+    if not plain_equal(saved_obs, obs_dim) or not plain_equal(saved_nvec, list(action_nvec)):
         raise CheckpointError(
-            f"checkpoint {path} is for observations of size {spaces['obs_dim']} and actions "
-            f"{spaces['action_nvec']}, this run has {obs_dim} and {list(action_nvec)}"
+            f"checkpoint {path} is for observations of size {short_repr(saved_obs)} and actions "
+            f"{short_repr(saved_nvec)}, this run has {obs_dim} and {list(action_nvec)}"
         )
     saved = set(state["policies"])
     if saved != set(modules):
         raise CheckpointError(
-            f"checkpoint {path} holds policies {sorted(saved)}, this run has {sorted(modules)}"
+            f"checkpoint {path} holds policies {sorted(map(str, saved))}, this run has "
+            f"{sorted(modules)}"
         )
     for tag, module in modules.items():
         for name in NETWORK_FIELDS:
-            was, now = state["config"]["policy"][tag]["model"][name], getattr(models[tag], name)
-            if was != now:
+            was = _field(state, f"config.policy.{tag}.model.{name}", Path(path))
+            now = getattr(models[tag], name)
+            if not plain_equal(was, now):
                 raise CheckpointError(
                     f"checkpoint {path}: policy '{tag}' has a different network: "
-                    f"policy.{tag}.model.{name} is {was!r} in the checkpoint, {now!r} in this "
-                    f"run; set it back to resume, or start a new run"
+                    f"policy.{tag}.model.{name} is {short_repr(was)} in the checkpoint, {now!r} in "
+                    "this run; set it back to resume, or start a new run"
                 )
+        weights = _field(state, f"policies.{tag}.model", Path(path))
+        if not isinstance(weights, Mapping):
+            raise CheckpointError(
+                f"checkpoint {path}: the field 'policies.{tag}.model' is {short_repr(weights)}, "
+                "expected a state dict"
+            )
         expected = {k: tuple(v.shape) for k, v in module.state_dict().items()}
-        found = {k: tuple(v.shape) for k, v in state["policies"][tag]["model"].items()}
+        found = {k: _shape(v) for k, v in weights.items()}
         if expected != found:
-            diff = sorted(set(expected.items()) ^ set(found.items()))[:4]
+            diff = sorted(set(expected.items()) ^ set(found.items()), key=repr)[:4]
             raise CheckpointError(
                 f"checkpoint {path}: policy '{tag}' has a different network "
                 f"(mismatched parameters {diff}); check policy.{tag}.model.fc_dims"
             )
+
+
+def plain_equal(a: Any, b: Any) -> bool:
+    """``a == b`` for plain data, of the same types (``True`` is not ``1``; a list may be a
+    tuple), never calling a tensor's ``==``."""
+    if isinstance(b, list | tuple):
+        return (
+            isinstance(a, list | tuple)
+            and len(a) == len(b)
+            and all(plain_equal(x, y) for x, y in zip(a, b))
+        )
+    return type(a) is type(b) and a == b
+
+
+def short_repr(value: Any) -> str:
+    """``repr(value)``, a tensor as its shape and dtype, cut to 60 characters."""
+    if isinstance(value, torch.Tensor):
+        return f"a {tuple(value.shape)} {value.dtype} tensor"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _shape(value: Any) -> tuple | str:
+    return tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
 
 
 def rank_states(
