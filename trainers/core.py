@@ -43,7 +43,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from lightning.fabric.utilities.seed import seed_everything
 
 from gpu_envs.games import GAMES
 from gpu_envs.runs import checkpoint_fields as ckpt_fields
@@ -66,6 +65,7 @@ from gpu_envs.trainers.played_episode import DrawnFrames, draws_frames
 from gpu_envs.trainers.policy import ContinuousActions, make_network
 from gpu_envs.trainers.rollout import Collector, PolicyGroup, agent_index
 from gpu_envs.trainers.sampling import make_sampler
+from gpu_envs.trainers.seeding import seed_everything
 from gpu_envs.trainers.statistics import MetricsWindow
 
 #: Why ``iterate`` ends a run (None: it goes on).
@@ -133,9 +133,9 @@ class TrainingRun:
         self.game = game or make_game(config.name, self.num_envs, device, config.env)
         self.nvec = self.game.action_nvec
         agent_map = agent_map or self.game.default_agent_map(list(config.policy))
-        seed_everything(tc.seed, verbose=False)  # the same initial weights on every rank
+        seed_everything(tc.seed)  # the same initial weights on every rank
         self.groups = [self._make_group(tag, agent_map[tag], setup) for tag in config.policy]
-        seed_everything(tc.seed + self.rank, verbose=False)  # then each rank samples its own
+        seed_everything(tc.seed + self.rank)  # then each rank samples its own
         self.timer = PhaseTimer(device)
         self.clock = TrainClock()
         # training seconds at the end of the last update, before the last logs, save and plot

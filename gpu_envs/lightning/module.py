@@ -53,6 +53,7 @@ from gpu_envs.trainers.game_faces import TagGame
 from gpu_envs.trainers.policy import greedy_actions
 from gpu_envs.trainers.rollout import Collector
 from gpu_envs.trainers.sampling import TorchSampler
+from gpu_envs.trainers.seeding import seed_everything
 
 
 def _check_agent_map(agent_map: dict[str, list[int]], tags: list[str], num_agents: int) -> None:
@@ -134,7 +135,7 @@ class TagLightningModule(pl.LightningModule):
         agent_map = policy_tag_to_agent_id_map or game.default_agent_map(tags)
         _check_agent_map(agent_map, tags, game.num_agents)
         self.verbose = verbose
-        pl.seed_everything(tc.seed, verbose=verbose)
+        seed_everything(tc.seed, verbose=verbose)
         self.run = TrainingRun(
             self.run_config,
             env.device,

@@ -50,6 +50,7 @@ from omegaconf.errors import (
 )
 
 from gpu_envs import games as games_registry
+from gpu_envs.engine.validation import MAX_SEED
 from gpu_envs.runs import warpdrive_defaults
 from gpu_envs.runs.errors import ConfigError
 
@@ -71,10 +72,19 @@ POSITIVE = Rule(lambda value: value > 0, "> 0")
 NON_NEGATIVE = Rule(lambda value: value >= 0, ">= 0")
 AT_LEAST_ONE = Rule(lambda value: value >= 1, ">= 1")
 UNIT_INTERVAL = Rule(lambda value: 0 <= value <= 1, "in [0, 1]")
+#: A seed: any int the engine's env seeds take (int64); the seeds derived from it (``seed + i``)
+#: must stay in that range too (``TrainerConfig.envs_per_rank``, ``_check_relations``).
+SEED = Rule(lambda value: 0 <= value <= MAX_SEED, "in [0, 2**63 - 1]")
 #: The largest ``trainer.reward_shaping`` (its docstring says why).
 MAX_REWARD_SHAPING = 1000.0
 #: Set to 1 to let run configs call OmegaConf resolvers (``${oc.env:VAR}``, ...).
 RESOLVERS_VARIABLE = "GPU_ENVS_CONFIG_RESOLVERS"
+#: What a boolean field takes besides true and false (case ignored): the spellings YAML and
+#: OmegaConf read as booleans; any other value (``-58761``, ``2``, ``"maybe"``) is refused.
+BOOL_SPELLINGS = {
+    **dict.fromkeys(("true", "yes", "y", "on", "1"), True),
+    **dict.fromkeys(("false", "no", "n", "off", "0"), False),
+}
 FOLDER_NAME = Rule(
     lambda value: value not in ("", ".", "..") and "/" not in value,
     "a non-empty folder name without '/'",
@@ -170,8 +180,10 @@ class TrainerConfig:
     """Run length when ``total_timesteps`` is null: ``num_episodes * episode_length`` env steps."""
     total_timesteps: int | None = ruled(None, AT_LEAST_ONE)
     """Run length in env steps over all ranks; null: use ``num_episodes``."""
-    seed: int = ruled(42, NON_NEGATIVE)
-    """Base seed; env ``i`` of rank ``r`` gets ``seed + r * n + i``, ``n`` the envs of a rank."""
+    seed: int = ruled(42, SEED)
+    """Base seed; env ``i`` of rank ``r`` gets ``seed + r * n + i``, ``n`` the envs of a rank,
+    which must stay <= 2**63 - 1. Torch's generators take the seed itself (``seed + r`` on rank
+    ``r``); NumPy's and Python's global ones, which take 32 bits, ``seed % 2**32``."""
     reward_shaping: float = ruled(
         0.0,
         Rule(
@@ -225,15 +237,21 @@ class TrainerConfig:
 
     def envs_per_rank(self, processes: int) -> int:
         """The envs each of ``processes`` ranks runs (``batch_scope``); raises ``ConfigError``
-        when a global ``num_envs`` does not divide among them."""
-        if self.batch_scope == "per_rank":
-            return self.num_envs
-        if self.num_envs % processes:
+        when a global ``num_envs`` does not divide among them, or when the last env's seed
+        passes 2**63 - 1."""
+        if self.batch_scope == "global" and self.num_envs % processes:
             raise ConfigError(
                 f"trainer.num_envs: with batch_scope 'global' it must be a multiple of the number "
                 f"of processes ({processes}), got {self.num_envs}"
             )
-        return self.num_envs // processes
+        envs = self.num_envs if self.batch_scope == "per_rank" else self.num_envs // processes
+        if self.seed + processes * envs - 1 > MAX_SEED:
+            raise ConfigError(
+                f"trainer.seed: env i of rank r gets seed + r * {envs} + i, which must stay <= "
+                f"2**63 - 1 with {processes} process(es): at most {MAX_SEED + 1 - processes * envs}"
+                f", got {self.seed}"
+            )
+        return envs
 
 
 @dataclass
@@ -277,9 +295,9 @@ class EvaluationConfig:
     """Evaluate every this many iterations; 0 never evaluates."""
     num_episodes: int = ruled(100, AT_LEAST_ONE)
     """Episodes per evaluation, one env each."""
-    seed: int = ruled(0, NON_NEGATIVE)
+    seed: int = ruled(0, SEED)
     """Episode ``i`` of every evaluation starts from seed ``seed + i`` (the same episodes each
-    time, on every rank)."""
+    time, on every rank), which must stay <= 2**63 - 1."""
     stop_value: float | None = None
     """Stop once the score reaches this mean return; null trains to the end."""
     score_policy: str | None = None
@@ -383,6 +401,7 @@ def _typed(data: Mapping[str, Any]) -> DictConfig:
     if not isinstance(data, Mapping):
         raise ConfigError(f"config: must be a mapping, got {type(data).__name__}")
     _refuse_resolvers(data, "")
+    _check_booleans(data, RunConfig, "")
     if data.get("defaults") == "warpdrive":
         data = warpdrive_defaults.with_warpdrive_defaults(
             warpdrive_defaults.read_warpdrive_keys(data)
@@ -441,6 +460,13 @@ def _check_relations(config: RunConfig) -> None:
             f"opponents.share: {share} of trainer.num_envs ({trainer.num_envs}) leaves fewer than "
             f"one env per policy ({len(config.policy)}); raise the share or num_envs"
         )
+    evaluation = config.evaluation
+    if evaluation.seed + evaluation.num_episodes - 1 > MAX_SEED:
+        raise ConfigError(
+            f"evaluation.seed: episode i starts from seed + i, which must stay <= 2**63 - 1 with "
+            f"num_episodes {evaluation.num_episodes}: at most "
+            f"{MAX_SEED + 1 - evaluation.num_episodes}, got {evaluation.seed}"
+        )
     if score is not None and score not in config.policy:
         raise ConfigError(
             f"evaluation.score_policy: {score!r} is not one of the policies {list(config.policy)}"
@@ -465,14 +491,46 @@ def _broken_rule(error: OmegaConfBaseException) -> str:
         return (
             f"unknown field; allowed: {', '.join(spec.name for spec in dataclasses.fields(owner))}"
         )
-    hint: Any = RunConfig
-    for part in re.findall(r"[^.\[\]]+", error.full_key or "?"):
-        hint = _child_hint(hint, part)
+    hint = _hint_at(error.full_key or "?")
     if isinstance(error, ValidationError) and hint not in (None, Any):
-        value = error.value
-        shown = f"the string {value!r}" if isinstance(value, str) else repr(value)
-        return f"must be {_in_words(hint)}, got {shown}"
+        return f"must be {_in_words(hint)}, got {_shown(error.value)}"
     return str(error.msg or error).splitlines()[0]
+
+
+def _shown(value: Any) -> str:
+    return f"the string {value!r}" if isinstance(value, str) else repr(value)
+
+
+def _hint_at(key: str) -> Any:
+    """The type hint of the field at dotted path ``key`` (None: no such field)."""
+    hint: Any = RunConfig
+    for part in re.findall(r"[^.\[\]]+", key):
+        hint = _child_hint(hint, part)
+    return hint
+
+
+def _check_booleans(value: Any, hint: Any, path: str) -> None:
+    """Refuse, in ``value`` given for the field at ``path`` of type ``hint`` (its sections and
+    items included), a boolean field's value that is neither a bool nor one of
+    ``BOOL_SPELLINGS``: OmegaConf would read any int or numeric string but 0 as true. Before
+    the merge, which converts them; an interpolation (``${...}``) is left to OmegaConf."""
+    union = typing.get_origin(hint) in (Union, types.UnionType)
+    if bool in (typing.get_args(hint) if union else (hint,)):
+        if value is None or isinstance(value, bool) or isinstance(value, str) and "${" in value:
+            return
+        spelling = str(value).lower() if isinstance(value, int | str) else None
+        if spelling not in BOOL_SPELLINGS:
+            raise ConfigError(
+                f"{path}: must be true or false, got {_shown(value)} (yes/no, on/off and 1/0 "
+                "are taken too)"
+            )
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            _check_booleans(item, _child_hint(hint, str(key)), where)
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _check_booleans(item, _child_hint(hint, str(index)), f"{path}[{index}]")
 
 
 def _child_hint(hint: Any, key: str) -> Any:
@@ -573,11 +631,17 @@ def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict:
                 f"the policies are {', '.join(config.policy)}"
             )
         try:
+            _check_booleans(_parsed(text), _hint_at(key), key)
             with _named_errors():
                 config.merge_with_dotlist([item])
         except yaml.YAMLError as error:
             raise ConfigError(f"{key}: cannot parse value {text!r} ({error})") from None
     return cast(dict, OmegaConf.to_container(config))
+
+
+def _parsed(text: str) -> Any:
+    """The value of an override's text, parsed as ``merge_with_dotlist`` parses it (YAML)."""
+    return cast(dict, OmegaConf.to_container(OmegaConf.from_dotlist([f"value={text}"])))["value"]
 
 
 def set_fields(data: Mapping[str, Any], values: Mapping[str, Any]) -> dict:
@@ -586,6 +650,7 @@ def set_fields(data: Mapping[str, Any], values: Mapping[str, Any]) -> dict:
     way), type-checked by the schema now, ranges by ``from_dict``."""
     config = _typed(data)
     for path, value in values.items():
+        _check_booleans(value, _hint_at(path), path)
         with _named_errors():
             OmegaConf.update(config, path, value, merge=False)
     return cast(dict, OmegaConf.to_container(config))

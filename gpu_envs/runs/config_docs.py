@@ -71,6 +71,21 @@ def fields_table() -> str:
         "`python -m gpu_envs.runs.config_docs`. A value breaking its rule is refused with "
         "the field's name.",
         "",
+        "Booleans: a boolean field takes true or false, and the spellings YAML and OmegaConf "
+        "read as booleans (yes/no, y/n, on/off, 1/0, in any case); any other value, such as "
+        "`trainer.progress_bar=-58761`, is refused.",
+        "",
+        "Seeds: `trainer.seed` and `evaluation.seed` take any int in [0, 2**63 - 1], the range "
+        "of the engine's env seeds (gymnasium's `reset(seed=)` takes large ints too), so that "
+        "every seed derived from them stays in it: env `i` of rank `r` starts from "
+        "`trainer.seed + r * n + i` (`n` the envs of a rank) and evaluation episode `i` from "
+        "`evaluation.seed + i`; a seed whose derived seeds would pass 2**63 - 1 is refused "
+        "naming the field and its largest value. Torch's generators are seeded with the seed "
+        "itself (`trainer.seed + r` on rank `r`: torch takes up to 2**64 - 1); NumPy's and "
+        "Python's global generators, which Lightning seeds and NumPy limits to 32 bits, with "
+        "`seed % 2**32` (the same as before for seeds below 2**32; the trainer draws nothing "
+        "from them).",
+        "",
         "| field | type | default | rule | meaning |",
         "|---|---|---|---|---|",
     ]
