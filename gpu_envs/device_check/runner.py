@@ -26,7 +26,7 @@ from gpu_envs.device_check.plan import (
     total_estimate,
 )
 from gpu_envs.device_check.rows import Row
-from gpu_envs.device_check.targets import mark, summary
+from gpu_envs.device_check.targets import REFERENCE, gpu_targets, machine_kind, mark, summary
 
 #: Exit status of a run that found no usable CUDA GPU.
 NO_GPU_EXIT = 2
@@ -74,15 +74,18 @@ def run(args) -> int:
         )
         return NO_GPU_EXIT
     name, on_gpu = device
+    kind = machine_kind(name) if on_gpu else REFERENCE  # targets scaled to the GPU's bandwidth
+    kind_targets = gpu_targets(kind)
     out = sys.stderr if args.json == "-" else sys.stdout
     checks = full_plan(args) if args.full else plan(args)
     print(f"device-check on {name}", file=out, flush=True)
     if args.full:
-        title = "plan (estimated seconds on one H200; basis: gpu_envs.device_check.plan)"
+        title = f"plan (estimated seconds on one {kind.name}; basis: gpu_envs.device_check.plan)"
         print(format_plan(checks, title), file=out, flush=True)
     header = {
         "command": "device-check",
         "device": name,
+        "machine_kind": kind.name,
         "settings": report.settings(args),
         "estimate_s": total_estimate(checks) if args.full else None,
         "plan": [{"part": c.part, "what": c.what, "estimate_s": c.estimate_s} for c in checks],
@@ -91,10 +94,10 @@ def run(args) -> int:
     for check in checks:
         rows, seconds = _run_check(check)
         if args.full:
-            rows = [mark(row, on_gpu) for row in rows]
+            rows = [mark(row, on_gpu, kind_targets) for row in rows]
         check_record = {"part": check.part, "what": check.what, "estimate_s": check.estimate_s}
         journal.add(rows, {**check_record, "seconds": seconds})
-    targets = summary(journal.rows, on_gpu) if args.full else []
+    targets = summary(journal.rows, on_gpu, kind_targets) if args.full else []
     journal.finish(targets)
     print(format_table(journal.rows), file=out, flush=True)
     if targets:

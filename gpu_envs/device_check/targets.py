@@ -3,6 +3,14 @@
 Each target names the rows it applies to (by their record) and a bound on one figure of them. A
 row measured on a real GPU is "met" or "not met"; one measured elsewhere (the CPU, the CUDA
 simulator) is "not measured", as is a target that no row of the run applies to.
+
+Per machine kind (:func:`machine_kind` of the device's name): issue 36's figures are an H200's
+(4.8 TB/s of HBM3e). CartPole's lean step at 2^20 envs is bound by memory bandwidth, so its
+targets scale with the kind's bandwidth (an H100 SXM's 3.35 TB/s: 0.70 of them); the host's work
+per step does not depend on the GPU and keeps its bound. The plan's estimates
+(:mod:`gpu_envs.device_check.plan`) hold for both kinds: their time is the host's (compiles,
+the CPU reference of the parity checks, fixed-length timing rounds), the device's share under a
+second at the lean rows' sizes.
 """
 
 from __future__ import annotations
@@ -51,25 +59,58 @@ def _lean(launch: str) -> Callable[[dict], bool]:
     return lambda r: r.get("launch") == launch and "host_us_per_step" in r
 
 
-#: Issue 36's GPU targets: CartPole's lean step at 2^20 envs (half the H200's HBM roof in float64),
-#: and the host's work per step of every lean row.
-GPU_TARGETS = (
-    Target(
-        "CartPole float64, 2^20 envs",
+@dataclasses.dataclass(frozen=True)
+class MachineKind:
+    """A GPU the targets are sized for: its name and HBM bandwidth (TB/s)."""
+
+    name: str
+    hbm_tb_s: float
+
+
+H200 = MachineKind("H200", 4.8)
+#: The H100's variants by the words of their device names (SXM: HBM3; PCIe: HBM2e).
+H100 = MachineKind("H100", 3.35)
+H100_NVL = MachineKind("H100 NVL", 3.9)
+H100_PCIE = MachineKind("H100 PCIe", 2.0)
+#: The kind issue 36's figures are for.
+REFERENCE = H200
+
+
+def machine_kind(device_name: str) -> MachineKind:
+    """The kind of the GPU named ``device_name`` (``torch.cuda.get_device_name``, e.g. "NVIDIA
+    H100 80GB HBM3"): an H100 (SXM, NVL or PCIe) or an H200; :data:`REFERENCE` for any other
+    name (the targets as issue 36 states them)."""
+    words = device_name.upper()
+    if "H100" in words:
+        return H100_NVL if "NVL" in words else H100_PCIE if "PCIE" in words else H100
+    if "H200" in words:
+        return H200
+    return dataclasses.replace(REFERENCE, name=f"{device_name} (judged by H200 figures)")
+
+
+def _cartpole_target(dtype: str, h200_bound: float, kind: MachineKind) -> Target:
+    return Target(
+        f"CartPole {dtype}, 2^20 envs",
         "env_steps_per_s",
-        20e9,
+        h200_bound * kind.hbm_tb_s / REFERENCE.hbm_tb_s,
         True,
         "env-steps/s",
-        _cartpole_at_2_20("float64"),
-    ),
-    Target(
-        "CartPole float32, 2^20 envs",
-        "env_steps_per_s",
-        30e9,
-        True,
-        "env-steps/s",
-        _cartpole_at_2_20("float32"),
-    ),
+        _cartpole_at_2_20(dtype),
+    )
+
+
+def gpu_targets(kind: MachineKind = REFERENCE) -> tuple[Target, ...]:
+    """Issue 36's GPU targets on ``kind``: CartPole's lean step at 2^20 envs (half the H200's HBM
+    roof in float64; scaled by ``kind``'s bandwidth), and the host's work per step of every lean
+    row (the same on every kind)."""
+    return (
+        _cartpole_target("float64", 20e9, kind),
+        _cartpole_target("float32", 30e9, kind),
+        *HOST_TARGETS,
+    )
+
+
+HOST_TARGETS = (
     Target(
         "host work per plain step",
         "host_us_per_step",
@@ -87,6 +128,8 @@ GPU_TARGETS = (
         _lean("graph replay"),
     ),
 )
+#: The targets of :data:`REFERENCE` (an H200).
+GPU_TARGETS = gpu_targets()
 
 
 def mark(row: Row, on_gpu: bool, targets: tuple[Target, ...] = GPU_TARGETS) -> Row:
