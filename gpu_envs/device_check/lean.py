@@ -98,7 +98,7 @@ def lean_throughput(
     runners = {"plain launches": timing.Runner(lambda: env.step(actions), num_envs, sync)}
     why_not = cuda_graphs.capturable(env)
     if why_not is None:
-        graph = cuda_graphs.CapturedStep(lambda: env.step(actions), env.device)
+        graph = cuda_graphs.CapturedStep(lambda: env.step(actions), env.device, envs=(env,))
         runners["graph replay"] = timing.Runner(graph.replay, num_envs, sync)
     results = timing.measure_rounds(runners, **options)
     where = f"{num_envs} envs, {dtype_name}"

@@ -42,6 +42,18 @@ The warm-up steps are real steps (they advance the envs and the RNG): capture be
 reset that starts the measured or trained run. :class:`CapturedStep` runs them with torch's sync
 debug mode set to ``"error"``, so a host synchronisation in ``step`` fails there, with torch's
 message, rather than as a capture error.
+
+Guards of the capture and the replay:
+
+- the launches of ``envs`` are prepared before the capture (``env.prepare_launch()``), also when
+  it has no warm-up steps (a capture again after new kernel arguments): preparing compiles and
+  loads code, which has no place inside a capture;
+- numba's deallocations are deferred during the capture (``numba.cuda.defer_cleanup``): a numba
+  device array finalised by the garbage collector there would flush numba's pending
+  ``cuMemFree`` calls into the capture and invalidate it (the trainer's graph rollout would then
+  fall back to eager rollouts);
+- a step captured with ``envs`` refuses to replay once one of them is closed: its buffers are
+  freed, and the graph would write into freed memory.
 """
 
 from __future__ import annotations
@@ -88,9 +100,11 @@ class CapturedStep:
                 step()
         current.wait_stream(side)
         self.envs = tuple(envs)
+        for env in self.envs:
+            env.prepare_launch()
         self.generations = tuple(env.kernel_args_generation for env in self.envs)
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph, pool=pool):
+        with frees_deferred(device), torch.cuda.graph(self.graph, pool=pool):
             self.outputs = step()
 
     def stale(self) -> str | None:
@@ -103,13 +117,41 @@ class CapturedStep:
                 )
         return None
 
+    def closed(self) -> str | None:
+        """Why a replay would write freed memory (an env closed since the capture), or None."""
+        for env in self.envs:
+            if getattr(env, "closed", False):
+                return (
+                    f"{type(env).__name__} was closed after the capture: its buffers are freed "
+                    "and a replay would write into them; capture a step of a live env"
+                )
+        return None
+
     def replay(self) -> None:
         """Run the captured step once (asynchronously, on torch's current stream); a
-        :class:`StaleGraphError` if an env's kernel arguments changed since the capture."""
+        :class:`StaleGraphError` if an env was closed or its kernel arguments changed since the
+        capture."""
+        closed = self.closed()
+        if closed is not None:
+            raise StaleGraphError(closed)
         why = self.stale()
         if why is not None:
             raise StaleGraphError(f"{why}; capture the step again")
         self.graph.replay()
+
+
+@contextlib.contextmanager
+def frees_deferred(device: torch.device) -> Iterator[None]:
+    """Within the block, numba frees no device memory on ``device`` (``cuda.defer_cleanup`` of its
+    context; nothing to defer where numba has no GPU)."""
+    from numba import cuda
+
+    if not cuda.is_available():
+        yield
+        return
+    selected = cuda.gpus[device.index] if device.index is not None else contextlib.nullcontext()
+    with selected, cuda.defer_cleanup():
+        yield
 
 
 @contextlib.contextmanager

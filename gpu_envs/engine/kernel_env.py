@@ -539,6 +539,16 @@ class KernelEnv:
         if self.autoreset_mode is AutoresetMode.DISABLED and self.validate_actions:
             check_all_reset(self._tensors.needs_reset, self.env_noun)
 
+    def prepare_launch(self) -> None:
+        """Prepare the CUDA step's launch now rather than at the next step (before a CUDA-graph
+        capture, which must see the launch only); nothing on the CPU."""
+        if self.kernel_target == "cuda" and self._cuda_step is None:
+            with devices.numba_context(self.device):
+                self._cuda_step = self._prepare_step()
+
+    def _prepare_step(self) -> Callable[[object], None]:
+        return self._driver.prepare_step(self.num_envs, self._kernel_args, **self._launch)
+
     def _step_on_cuda(self, actions) -> list[torch.Tensor]:
         """One CUDA step (also the simulated device's): the checks' flags are read back once."""
         with one_read(self.device):  # the input first, then the envs' state
@@ -548,9 +558,7 @@ class KernelEnv:
         with devices.numba_context(self.device):
             launch = self._cuda_step
             if launch is None:
-                launch = self._cuda_step = self._driver.prepare_step(
-                    self.num_envs, self._kernel_args, **self._launch
-                )
+                launch = self._cuda_step = self._prepare_step()
             launch(devices.launch_stream(self.device))
         give = devices.fresh_copy if self.copy_outputs else _same
         return [give(self._tensors[name]) for name in self.step_outputs]
