@@ -45,8 +45,8 @@ from pathlib import Path
 import torch
 
 from gpu_envs.games import GAMES
-from gpu_envs.runs import checkpoint_fields as ckpt_fields
 from gpu_envs.runs import checkpoint as ckpt
+from gpu_envs.runs import checkpoint_fields as ckpt_fields
 from gpu_envs.runs import console, curves, run_control
 from gpu_envs.runs.config import ConfigError, RunConfig, game_of
 from gpu_envs.runs.experiment import Experiment, NullExperiment, experiment_root, fresh_root
@@ -68,6 +68,8 @@ from gpu_envs.trainers.sampling import make_sampler
 from gpu_envs.trainers.seeding import seed_everything
 from gpu_envs.trainers.statistics import MetricsWindow
 
+#: The best checkpoint's file name, in the run's ``ckpt/`` folder.
+BEST = "ckpt_best.pth.tar"
 #: Why ``iterate`` ends a run (None: it goes on).
 REACHED, COMPLETED, STOPPED = "stop_value reached", "num_iterations reached", "stop requested"
 
@@ -240,6 +242,8 @@ class TrainingRun:
         if self.evaluator is not None:
             self.evaluator.game.reset(0)
         self._start_rollouts()
+        if self.evaluator is not None and self.resumed_from is not None:
+            self.best_score = max(self.best_score, self._best_on_disk())
         self.experiment.log_models({g.tag: g.module for g in self.groups})
         self.experiment.open_writers()
         self._set_status("running")
@@ -475,6 +479,14 @@ class TrainingRun:
             self.say(console.compact_line(records, [g.tag for g in self.groups], speed))
 
     # ------------------------------------------------------------------------------ evaluation
+    def _best_on_disk(self) -> float:
+        """The score of the run folder's ``ckpt_best.pth.tar`` (rank 0's read, on every rank): a
+        resume from an older checkpoint replaces it only with a better one."""
+        best = -math.inf
+        if self.rank == 0 and self.experiment.ckpt_dir is not None:
+            best = ckpt.recorded_best(self.experiment.ckpt_dir / BEST)
+        return float(self.dist.broadcast(best, 0))
+
     def _evaluate(self) -> bool:
         """Greedy evaluation (the same episodes every time: those of ``gpu-envs evaluate
         --episodes num_episodes --seed seed``, each rank playing its share); rank 0 logs it and
@@ -494,14 +506,17 @@ class TrainingRun:
             path = None
             if self.rank == 0:
                 assert self.experiment.ckpt_dir is not None  # (rank 0 opened the folder)
-                path = self.experiment.ckpt_dir / "ckpt_best.pth.tar"
+                path = self.experiment.ckpt_dir / BEST
             self.save(path)
         eval_cfg = self.config.evaluation
         stop = eval_cfg.stop_value is not None and score >= eval_cfg.stop_value
         if self.rank != 0:
             return stop
         seconds = self.clock.seconds()
-        self.experiment.log_evaluation(self.iteration, self.env_step, result, means, seconds)
+        written = BEST if improved else "none (not a new best)"  # this iteration's is saved later
+        self.experiment.log_evaluation(
+            self.iteration, self.env_step, result, means, seconds, ckpt_name=written
+        )
         prefix = "" if len(self.groups) == 1 else f"{self.score_policy}/"
         self._send_scalars(
             {f"eval/{prefix}mean_return": score, "charts/train_seconds": seconds}, []
@@ -688,10 +703,10 @@ def _map(function, tree):
     return function(tree)
 
 
-def _to_cpu(tree):
-    return _map(lambda t: t.detach().cpu().clone(), tree)
 def _unwrapped(optimizer):
     """The optimiser Fabric or Lightning wraps (None stays None)."""
     return getattr(optimizer, "optimizer", optimizer)
 
 
+def _to_cpu(tree):
+    return _map(lambda t: t.detach().cpu().clone(), tree)

@@ -27,6 +27,7 @@ previous good checkpoint of a refused one. ``prune_checkpoints`` keeps the newes
 
 from __future__ import annotations
 
+import math
 import os
 import pickle
 import re
@@ -178,9 +179,11 @@ def save_checkpoint(state: dict, path: str | Path) -> None:
 def _non_finite_weight(state: Mapping) -> str | None:
     """The name (``policies.<tag>.model.<key>``) of the first policy weight of ``state`` that holds
     NaN or inf, or None."""
+    policies = state.get("policies")
     named = [
         (f"policies.{tag}.model.{key}", tensor)
-        for tag, saved in state.get("policies", {}).items()
+        for tag, saved in (policies.items() if isinstance(policies, Mapping) else ())
+        if isinstance(saved, Mapping) and isinstance(saved.get("model"), Mapping)
         for key, tensor in saved["model"].items()
         if isinstance(tensor, torch.Tensor) and tensor.is_floating_point()
     ]
@@ -270,6 +273,29 @@ def load_checkpoint(path: str | Path) -> dict:
 def iteration_path(folder: str | Path, iteration: int) -> Path:
     """``<folder>/iteration_<N>.pth.tar``."""
     return Path(folder) / f"iteration_{iteration}.pth.tar"
+
+
+def recorded_best(path: str | Path) -> float:
+    """The score (``best_eval``) the best checkpoint at ``path`` (``ckpt_best.pth.tar``) was
+    written with, read without its tensors (``mmap``); -inf when there is none. A file that cannot
+    be read, or records no finite score, counts as none: a warning names it, and the next
+    evaluation's checkpoint replaces it."""
+    path = Path(path)
+    if not path.is_file():
+        return -math.inf
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as error:  # any unreadable file: what torch.load says is in the warning
+        found = f"it cannot be read ({str(error).split('. ')[0]})"
+    else:
+        score = state.get("best_eval") if isinstance(state, dict) else None
+        if type(score) in (int, float) and math.isfinite(score):
+            return float(score)
+        found = f"it records the score {short_repr(score)}"
+    warnings.warn(
+        f"{path}: {found}; the next evaluation's best checkpoint replaces it", stacklevel=2
+    )
+    return -math.inf
 
 
 def iteration_number(path: str | Path) -> int | None:
@@ -363,13 +389,14 @@ def check_compatible(
     if not plain_equal(saved_obs, obs_dim) or not plain_equal(saved_nvec, list(action_nvec)):
         raise CheckpointError(
             f"checkpoint {path} is for observations of size {short_repr(saved_obs)} and actions "
-            f"{short_repr(saved_nvec)}, this run has {obs_dim} and {list(action_nvec)}"
+            f"{short_repr(saved_nvec)}, this run has {obs_dim} and {list(action_nvec)} (the "
+            "checkpoint's spaces.obs_dim and spaces.action_nvec)"
         )
     saved = set(state["policies"])
     if saved != set(modules):
         raise CheckpointError(
-            f"checkpoint {path} holds policies {sorted(map(str, saved))}, this run has "
-            f"{sorted(modules)}"
+            f"checkpoint {path} holds policies {sorted(map(str, saved))} (its field 'policies'), "
+            f"this run has {sorted(modules)}"
         )
     for tag, module in modules.items():
         for name in NETWORK_FIELDS:
@@ -378,8 +405,9 @@ def check_compatible(
             if not plain_equal(was, now):
                 raise CheckpointError(
                     f"checkpoint {path}: policy '{tag}' has a different network: "
-                    f"policy.{tag}.model.{name} is {short_repr(was)} in the checkpoint, {now!r} in "
-                    "this run; set it back to resume, or start a new run"
+                    f"config.policy.{tag}.model.{name} is {short_repr(was)} in the checkpoint, "
+                    f"{now!r} in this run; set policy.{tag}.model.{name} back to resume, or start "
+                    "a new run"
                 )
         weights = _field(state, f"policies.{tag}.model", Path(path))
         if not isinstance(weights, Mapping):
@@ -391,9 +419,13 @@ def check_compatible(
         found = {k: _shape(v) for k, v in weights.items()}
         if expected != found:
             diff = sorted(set(expected.items()) ^ set(found.items()), key=repr)[:4]
+            first = min(
+                (k for k in {*expected, *found} if expected.get(k) != found.get(k)), key=str
+            )
             raise CheckpointError(
                 f"checkpoint {path}: policy '{tag}' has a different network "
-                f"(mismatched parameters {diff}); check policy.{tag}.model.fc_dims"
+                f"(mismatched parameters {diff}, first policies.{tag}.model.{first}); check "
+                f"policy.{tag}.model.fc_dims"
             )
 
 
@@ -492,7 +524,8 @@ def _process_count_message(state: dict, path: str | Path, saved: int, world_size
         "iteration count and learning-rate schedule depend on the number of processes. Resume "
         f"it on {saved} process(es) (the run's own config, as `--resume RUN` alone reads it, "
         "launches them), or start a new run from its weights with "
-        f"policy.<tag>.model.model_ckpt_filepath={path}"
+        f"policy.<tag>.model.model_ckpt_filepath={path} (the checkpoint's field 'rng' holds "
+        "one state per process)"
     )
 
 

@@ -405,8 +405,8 @@ def check(state: Mapping, path: str | Path, spec: Spec) -> None:
         ) from None
     if state["iteration"] > state["num_iterations"]:
         raise CheckpointError(
-            f"checkpoint {path}: the field 'iteration' is {state['iteration']}, past the "
-            f"checkpoint's own num_iterations {state['num_iterations']}; the file is damaged"
+            f"checkpoint {path}: the field 'iteration' is {state['iteration']}, past its field "
+            f"'num_iterations' {state['num_iterations']}; the file is damaged"
         )
 
 

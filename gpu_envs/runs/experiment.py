@@ -245,14 +245,16 @@ class Experiment:
         result: dict,
         means: dict[str, float],
         train_seconds: float,
+        ckpt_name: str,
     ) -> None:
         """An evaluation (``Evaluator.run``'s ``result``, each policy's mean return over the
-        ranks in ``means``): a table and its scalars per policy."""
+        ranks in ``means``): a table and its scalars per policy; ``ckpt_name``: the checkpoint
+        written with the evaluated weights."""
         seconds, envsteps = result["seconds"], result["envsteps"]
         for tag, returns in result["returns"].items():
             values = {
                 "train_iter": iteration,
-                "ckpt_name": f"iteration_{iteration}.pth.tar",
+                "ckpt_name": ckpt_name,
                 "episode_count": returns.numel(),
                 "envstep_count": envsteps,
                 "evaluate_time": seconds,
