@@ -251,7 +251,7 @@ def pack(argument_type, value, parameters: list) -> None:
         interface = value.__cuda_array_interface__
         shape = tuple(interface["shape"])
         itemsize = np.dtype(interface["typestr"]).itemsize
-        strides = interface.get("strides") or _c_strides(shape, itemsize)
+        strides = interface.get("strides") or _strides(value, shape, itemsize)
         parameters += [ctypes.c_void_p(0), ctypes.c_void_p(0)]  # meminfo, parent
         parameters += map(ctypes.c_ssize_t, (math.prod(shape), itemsize))
         parameters.append(ctypes.c_void_p(interface["data"][0]))
@@ -265,6 +265,17 @@ def pack(argument_type, value, parameters: list) -> None:
         parameters.append(_SCALARS[argument_type](value))
     else:
         raise TypeError(f"the prepared launch does not pack arguments of type {argument_type}")
+
+
+def _strides(value, shape: tuple, itemsize: int) -> tuple:
+    """The strides of an array whose interface gives none: its own ``strides`` where it has them
+    (numba-cuda's device arrays say "contiguous" while ignoring broadcast dimensions, so a
+    zero-stride constant has no strides in its interface), else C strides (the protocol's
+    meaning of none)."""
+    own = getattr(value, "strides", None)
+    if isinstance(own, tuple) and len(own) == len(shape):
+        return tuple(int(stride) for stride in own)
+    return _c_strides(shape, itemsize)
 
 
 def _c_strides(shape: tuple, itemsize: int) -> tuple:
