@@ -13,7 +13,8 @@ from gpu_envs.cli import DeferredParser
 from gpu_envs.games import GAMES
 
 #: Benchmark name -> its module: each game's (``gpu_envs.games``: ``NAME`` and ``train-NAME``),
-#: then SB3's PPO, DDP scaling, the step's overhead and training against PureJaxRL.
+#: then SB3's PPO, DDP scaling, the step's overhead, one env and worker processes against
+#: gymnasium's, and training against PureJaxRL.
 BENCHMARKS = {
     **{game.name: game.benchmark for game in GAMES.values() if game.benchmark},
     **{
@@ -24,6 +25,7 @@ BENCHMARKS = {
     "sb3-ppo": "gpu_envs.benchmarks.sb3_ppo",
     "ddp": "gpu_envs.benchmarks.ddp_scaling",
     "overhead": "gpu_envs.benchmarks.step_overhead",
+    "felt-speed": "gpu_envs.benchmarks.felt_speed",
     "train-cartpole-purejaxrl": "gpu_envs.benchmarks.train_cartpole_purejaxrl",
 }
 

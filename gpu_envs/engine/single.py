@@ -1,9 +1,13 @@
 """One game of any engine env as a gymnasium ``Env`` (NumPy in and out): a drop-in for gymnasium's.
 
-:class:`SingleEnv` runs a one-env batch of its ``vector_class`` on the CPU in float64 with autoreset
-DISABLED. ``reset(seed=s)`` draws the start state as gymnasium's own env does, from the
-``np_random`` that ``gymnasium.Env.reset`` seeds (the game's ``draw_start_state``), so the same seed
-gives gymnasium's exact episode; the batch's counter RNG is not used. The game declares:
+:class:`SingleEnv` keeps a one-env batch of its ``vector_class`` on the CPU in float64 with
+autoreset DISABLED, and steps it with the game's serial CPU step loop called directly on the
+batch's NumPy views (no torch call, no thread pool, no per-step conversion: the action is written
+into the batch's action buffer and an integer action's range is checked inside the compiled loop,
+which steps nothing when it is out of range). ``reset(seed=s)`` draws the start state as
+gymnasium's own env does, from the ``np_random`` that ``gymnasium.Env.reset`` seeds (the game's
+``draw_start_state``), so the same seed gives gymnasium's exact episode; the batch's counter RNG
+is not used. The game declares:
 
 - ``draw_start_state(np_random, options) -> np.ndarray``: gymnasium's start-state draw;
 - ``observation_of(state) -> np.ndarray``: gymnasium's observation of that state;
@@ -21,10 +25,27 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import gymnasium as gym
+import numba
 import numpy as np
 import torch
 
 from gpu_envs.engine.validation import as_reset_mask, check_options, per_env_seeds
+
+#: Integer types of a Discrete action written into the action buffer as they are.
+_PLAIN_INTEGERS = (int, np.int64)
+#: What a SingleEnv drops when copied or pickled: views of its batch's memory and compiled code,
+#: bound again in the copy.
+_BOUND = (
+    "_loop",
+    "_loop_args",
+    "_reset_loop",
+    "_reset_args",
+    "_actions",
+    "_obs",
+    "_rewards",
+    "_terminations",
+    "_truncations",
+)
 
 
 class SingleEnv(gym.Env):
@@ -54,16 +75,29 @@ class SingleEnv(gym.Env):
             render_mode=render_mode,
             **params,
         )
+        # The batch's buffers are the step's outputs, never replaced (the step copies the obs).
+        self._batch.copy_outputs = False
         self.render_mode = render_mode
         #: False, "terminated" (the last step ended the episode) or "warned" (stepped on since)
         self._terminated: str | bool = False
         self.observation_space = self._batch.single_observation_space
         self.action_space = self._batch.single_action_space
+        space = self.action_space
+        self._discrete = isinstance(space, gym.spaces.Discrete)
+        #: the largest action of a Discrete space (0 for a Box)
+        self._largest = int(space.n) - 1 if isinstance(space, gym.spaces.Discrete) else 0
+        # the actions written into the action buffer unchecked: plain ints of a Discrete space,
+        # arrays of a Box space's shape (the games' step gives them as float32)
+        self._written_as_is = _PLAIN_INTEGERS if self._discrete else ()
+        self._box_shape = None if self._discrete else space.shape
+        self._state = self._batch.state.numpy()  # [1, components], the batch's memory
+        self._loop_args: tuple = ()
+        self._unbind(_before_reset)
 
     @property
     def state(self) -> np.ndarray:
         """The float64 state as a NumPy copy."""
-        return self._batch.state[0].numpy().copy()
+        return self._state[0].copy()
 
     @state.setter
     def state(self, value) -> None:
@@ -78,16 +112,54 @@ class SingleEnv(gym.Env):
         ):
             return self.vector_class.observation_of(self.state), {}  # a False mask: no reset
         super().reset(seed=seed)
+        if self._loop is _before_reset:
+            self._batch.reset(seed=0)  # compiles (or loads) the game's loops
+            self._bind()
         self._terminated = False
-        self._batch.reset(seed=0)
+        self._reset_loop(*self._reset_args)  # the episode's counters (and the batch's own start)
         start = self.vector_class.draw_start_state(self.np_random, options)
-        self.state = start
+        self._state[0] = start
         return self.vector_class.observation_of(start), {}
 
+    def _bind(self) -> None:
+        """The serial step and reset loops of the batch's game, compiled for its buffers, and the
+        NumPy views of its actions and outputs (the batch's own memory)."""
+        batch = self._batch
+        views = batch.kernel_args
+        names = type(batch).logic.KernelArgs(*views)
+        index = type(batch).logic.KernelArgs._fields.index("actions")
+        self._actions = views[index]
+        upper = np.array([self._largest], np.int64)
+        check = self._discrete and batch.validate_actions
+        self._loop_args = (1, views[:index], self._actions, views[index + 1 :], self._actions)
+        self._loop_args += (upper, check)
+        driver = batch._driver
+        self._loop = driver.compiled_step(*self._loop_args)
+        self._reset_args = (1, np.ones(1, np.bool_), views)
+        self._reset_loop = driver.reset_loop.compile(tuple(map(numba.typeof, self._reset_args)))
+        self._obs, self._rewards = names.obs[0], names.rewards
+        self._terminations, self._truncations = names.terminated, names.truncated
+
+    def _unbind(self, loop) -> None:
+        """Step with ``loop`` (one that raises), writing actions into a buffer of its own."""
+        self._loop, self._loop_args = loop, ()
+        self._actions = np.zeros((1, *(self._box_shape or ())))
+
     def step(self, action):
-        self._check_action(action)
-        after_end = self._terminated
-        if after_end:
+        kind = type(action)
+        if kind in self._written_as_is or (kind is np.ndarray and action.shape == self._box_shape):
+            try:
+                self._actions[0] = action  # (an integer's range is checked by the loop)
+            except OverflowError:
+                self._refuse(action)
+        else:
+            self._check_action(action)
+            self._actions[0] = action
+        if self._loop(*self._loop_args):
+            self._refuse(action)
+        reward = float(self._rewards[0])
+        terminated = bool(self._terminations[0])
+        if self._terminated:
             if self._terminated == "terminated":
                 gym.logger.warn(
                     "step() called after this episode terminated, without reset(): the dynamics "
@@ -95,23 +167,23 @@ class SingleEnv(gym.Env):
                     "reset() when terminated is True"
                 )
                 self._terminated = "warned"
-            self._batch.clear_finished()  # the dynamics go on, as in gymnasium's envs
-        obs, reward, terminated, truncated, _ = self._batch.step(np.asarray([action]))
-        reward = float(reward[0])
-        if after_end:
             reward = self.reward_after_termination(reward)
-        elif bool(terminated[0]):
+        elif terminated:
             self._terminated = "terminated"
-        return obs[0].numpy(), reward, bool(terminated[0]), bool(truncated[0]), {}
+        return self._obs.copy(), reward, terminated, bool(self._truncations[0]), {}
 
     def _check_action(self, action) -> None:
         space = self.action_space
         if isinstance(space, gym.spaces.Discrete):
             if not space.contains(action):
-                allowed = "0 or 1" if space.n == 2 else f"an int in 0..{space.n - 1}"
-                raise ValueError(f"action must be {allowed}, got {action!r}")
+                self._refuse(action)
         elif np.shape(action) != space.shape:
             raise ValueError(f"action must have shape {space.shape}, got {action!r}")
+
+    def _refuse(self, action) -> None:
+        largest = self._largest
+        allowed = "0 or 1" if largest == 1 else f"an int in 0..{largest}"
+        raise ValueError(f"action must be {allowed}, got {action!r}")
 
     def render(self):
         """An RGB frame (H, W, 3 uint8) when ``render_mode="rgb_array"``."""
@@ -120,3 +192,27 @@ class SingleEnv(gym.Env):
 
     def close(self) -> None:
         self._batch.close()
+        self._unbind(_closed)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = {key: value for key, value in self.__dict__.items() if key not in _BOUND}
+        state["_bound"] = self._loop not in (_before_reset, _closed)
+        state["_closed"] = self._loop is _closed
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        bound, closed = state.pop("_bound"), state.pop("_closed")
+        self.__dict__.update(state)
+        self._unbind(_closed if closed else _before_reset)
+        if not closed:
+            self._state = self._batch.state.numpy()
+        if bound:
+            self._bind()
+
+
+def _before_reset(*_args) -> bool:
+    raise RuntimeError("call reset() before step()")
+
+
+def _closed(*_args) -> bool:
+    raise RuntimeError("this env is closed; make a new one")
