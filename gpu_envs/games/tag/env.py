@@ -150,12 +150,13 @@ class TagEnv(KernelEnv):
 
     def buffer_layout(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
         """Agents' state [E, N], the env's counters [E], outputs, and the partial observation's
-        kNN scratch of each worker of an env (one on the CPU, N on CUDA): its k neighbour ids (and
-        room for N candidates) and its squared distances to all N agents (on CUDA about 8 * N * N
-        bytes per game)."""
+        kNN scratch of each worker of an env (one on the CPU; on CUDA one per thread of the env's
+        block, at most N): its k neighbour ids (and room for N candidates) and its squared
+        distances to all N agents (on CUDA about 8 * N * min(N, 256) bytes per game: 2 GB, not
+        8 GB, for 1000 games of 1000 agents)."""
         e, n = self.num_envs, self.num_agents
         f32, flag, i32 = np.dtype(np.float32), np.dtype(np.bool_), np.dtype(np.int32)
-        workers = 1 if self.kernel_target == "cpu" else n
+        workers = 1 if self.kernel_target == "cpu" else min(n, _block_threads())
         k = self.params.num_other_agents_observed
         row = 1 if self.params.use_full_observation else n
         return {
@@ -336,3 +337,10 @@ class TagEnv(KernelEnv):
         return render_tag_frames(
             self.state, self.num_taggers, self.params.grid_length, self.episode_length
         )
+
+
+def _block_threads() -> int:
+    """The most threads of a CUDA block of one env (:mod:`gpu_envs.kernels.cuda`)."""
+    from gpu_envs.kernels.cuda import MAX_THREADS_PER_AGENT_BLOCK
+
+    return MAX_THREADS_PER_AGENT_BLOCK
