@@ -184,6 +184,12 @@ class TrainingRun:
         self.video_game = None
         self.resumed_from = None if resume is None else resume.path
         self._resume_state = None if resume is None else self._restore(resume)
+        if self.iteration >= self.num_iterations:  # (refused before the folder is touched)
+            raise ckpt.CheckpointError(
+                f"--resume: {self.resumed_from} is at the run's last iteration "
+                f"({self.iteration} of {self.num_iterations}); there is nothing left to train: "
+                f"give a longer run (--total-timesteps more than {self.env_step})"
+            )
         self.root: Path = experiment_root(config)
         self.experiment: Experiment | NullExperiment = NullExperiment()
 
@@ -206,18 +212,26 @@ class TrainingRun:
     # ------------------------------------------------------------------------------ start, stop
     def open_folder(self, root: Path | None = None) -> None:
         """Rank 0 opens the experiment folder, locked (``run_control.FolderLock``): ``root`` (a
-        resumed run's), else a new one, after marking the dead runs beside it ``crashed``."""
+        resumed run's), else a new one, after marking the dead runs beside it ``crashed``; a new
+        folder that fails to open is removed."""
+        created = root is None and self.rank == 0
         if root is None:
             root = experiment_root(self.config)
-            if self.rank == 0:
+            if created:
                 root = fresh_root(root)
+        try:
+            if created:
                 run_control.mark_crashed_runs(root.parent)
-        self.root = Path(self.dist.broadcast(str(root), 0))  # rank 0's, on every rank
-        if self.rank == 0:
-            if self.folder_lock is None:  # a new folder, or one a checkpoint from elsewhere names
-                root.mkdir(parents=True, exist_ok=True)
-                self.folder_lock = run_control.FolderLock(root)
-            self.experiment = Experiment(root, self.config)
+            self.root = Path(self.dist.broadcast(str(root), 0))  # rank 0's, on every rank
+            if self.rank == 0:
+                if self.folder_lock is None:  # a new folder, or one a checkpoint elsewhere names
+                    root.mkdir(parents=True, exist_ok=True)
+                    self.folder_lock = run_control.FolderLock(root)
+                self.experiment = Experiment(root, self.config)
+        except BaseException:
+            if created:  # (a full disk, say): no folder is left half made
+                shutil.rmtree(root, ignore_errors=True)
+            raise
 
     def compile_steps(self, backward: Callable) -> None:
         """Every policy's gradient step (compiled with ``trainer.compile``)."""
@@ -233,11 +247,6 @@ class TrainingRun:
     def start(self) -> None:
         """Compile the env's and the sampler's kernels (before the clock), reset or restore the
         envs, and start the clock."""
-        if self.iteration >= self.num_iterations:
-            raise ckpt.CheckpointError(
-                f"--resume: {self.resumed_from} is at the run's last iteration "
-                f"({self.iteration} of {self.num_iterations}); there is nothing left to train"
-            )
         self.collector.warm_up()
         if self.evaluator is not None:
             self.evaluator.game.reset(0)

@@ -187,12 +187,12 @@ class Trainer(TrainingRun):
                 folder_lock=lock,
             )
             self.open_folder(root if resumed else None)
-            if self.rank == 0:
-                print(console.banner(self), flush=True)  # before compiling: a run says what it is
             try:
+                if self.rank == 0:  # before compiling: a run says what it is
+                    print(console.banner(self), flush=True)
                 self.compile_steps(fabric.backward)
-            except KeyboardInterrupt:
-                self.discard_if_empty()
+            except BaseException:
+                self.discard_if_empty()  # a new run that could not start leaves no folder
                 raise
         except BaseException:
             self.release_folder()
@@ -221,7 +221,7 @@ class Trainer(TrainingRun):
             with run_control.StopRequest(self.say) as stop_request:
                 try:
                     while why is None:
-                        why = self.iterate(lambda: stop_request.signal_name)
+                        why = self.iterate(lambda: self._stop_asked(stop_request))
                         progress.advance(self.iteration, self.env_step, self.last_returns)
                 except BaseException as error:
                     failure = self._rank_failure(error)
@@ -232,10 +232,20 @@ class Trainer(TrainingRun):
                 finally:
                     progress.close()
                     self.experiment.close()
-            return self.finish(why)
+                stop_request.finishing = True
+                return self.finish(why)  # (the status and curves.png, signals only noted)
         except BaseException as error:
             self.fail(error)  # in start() or finish(): nothing once the status says how it ended
             raise
+
+    def _stop_asked(self, stop_request: run_control.StopRequest) -> str | None:
+        """The signal that asked this rank to stop, or None. When one did, or when the update
+        that ends the run is done (``iterate`` set ``update_seconds``), the run's final save
+        follows: from then on signals are only noted (``StopRequest.finishing``), so that the
+        save, the status and curves.png complete."""
+        if stop_request.signal_name is not None or self.update_seconds is not None:
+            stop_request.finishing = True
+        return stop_request.signal_name
 
     def _rank_failure(self, error: BaseException) -> RankFailure | None:
         """A ``RankFailure`` for ``error`` when it is a collective of a multi-process run that
@@ -330,8 +340,11 @@ def _launch_and_fit(config: RunConfig, resume) -> dict:
     trainer = Trainer(fabric, config, resume)
     try:
         return trainer.fit()
-    except KeyboardInterrupt:  # a second Ctrl-C: no checkpoint now; a new run without any goes
-        trainer.discard_if_empty()
+    except BaseException as error:
+        if isinstance(error, KeyboardInterrupt) or trainer.status is None:
+            # a second Ctrl-C (no checkpoint now), or a run that never started (a full disk
+            # refused its status, say): a new run without any checkpoint goes
+            trainer.discard_if_empty()
         raise
 
 

@@ -329,16 +329,11 @@ def train_from(args: argparse.Namespace, extra: list[str] | None = None) -> dict
                 "here (torch and numba-cuda see none); use --device cpu or auto"
             )
     set_launch_environment(args)
-    from gpu_envs.runs.checkpoint import CheckpointError, RunFolderError
-    from gpu_envs.trainers.fabric_loop import RankFailure, train
-    from gpu_envs.trainers.ppo import NonFiniteError
+    from gpu_envs.cli import error_line
+    from gpu_envs.trainers.fabric_loop import train
 
     try:
         return train(config, resume=args.resume)
-    except (CheckpointError, RunFolderError, NonFiniteError, ConfigError, RankFailure) as error:
-        message = f"gpu-envs train: error: {error}"
-        _exit_now_if_distributed(1, message)
-        raise SystemExit(message) from None
     except KeyboardInterrupt:
         message = (
             "gpu-envs train: aborted without saving (Ctrl-C during set-up, or twice); the "
@@ -347,9 +342,12 @@ def train_from(args: argparse.Namespace, extra: list[str] | None = None) -> dict
         _exit_now_if_distributed(130, message)
         print(message, file=sys.stderr, flush=True)
         raise SystemExit(130) from None
-    except Exception:
-        _exit_now_if_distributed(1, traceback.format_exc().rstrip())
-        raise
+    except Exception as error:  # the CLI's error policy (``cli.guarded``), here for every rank
+        line = error_line("gpu-envs train", error)
+        _exit_now_if_distributed(1, line or traceback.format_exc().rstrip())
+        if line is None:
+            raise
+        raise SystemExit(line) from error
 
 
 def _exit_now_if_distributed(code: int, message: str) -> None:
@@ -426,11 +424,19 @@ def _evaluate_hint(summary: dict | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The script entry (``python -m gpu_envs.commands.train``)."""
+    """The script entry (``python -m gpu_envs.commands.train``), under the CLI's error policy
+    (``cli.guarded``)."""
+    from gpu_envs.cli import guarded
+
     argv = sys.argv[1:] if argv is None else argv
+    return guarded("gpu-envs train", lambda: _script(argv), argv)
+
+
+def _script(argv: list[str]) -> int:
     if argv == ["--path"]:
         print(__file__)
         return 0
+    from gpu_envs.cli import add_debug_flag
     from gpu_envs.engine.first_compile import show_on_stderr
 
     show_on_stderr()
@@ -440,6 +446,7 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_arguments(parser)
+    add_debug_flag(parser)
     args, extra = parser.parse_known_args(argv)
     return run(args, extra)
 

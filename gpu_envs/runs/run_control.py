@@ -3,6 +3,7 @@
 - ``StopRequest``: SIGINT (Ctrl-C) or SIGTERM (a cluster's pre-emption) asks the training loop to
   stop after the current update; the loop then saves a checkpoint and returns. A second SIGINT
   aborts at once (``KeyboardInterrupt``); later ones are ignored while the run records that.
+  Once the run's final save has begun (``finishing``), signals are only noted: it completes.
 - ``write_status`` / ``read_status``: ``run_status.json`` in the experiment folder says whether the
   run is ``running``, ``interrupted``, ``finished``, ``aborted`` (Ctrl-C twice), ``failed`` (an
   error) or ``crashed`` (its process died unrecorded), and why, written atomically.
@@ -19,6 +20,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -47,12 +49,15 @@ class StopRequest:
     """While entered, SIGINT and SIGTERM set ``signal_name`` instead of killing the process.
 
     Only the main thread can take signals; elsewhere (a Lightning worker thread, say) the
-    handlers are left as they are and ``signal_name`` stays None.
+    handlers are left as they are and ``signal_name`` stays None. Once the loop sets
+    ``finishing`` (its final save, status and plot are under way), a signal is only noted: a
+    second SIGTERM or Ctrl-C then no longer kills or aborts what is nearly done.
     """
 
     def __init__(self, announce=print):
         self.signal_name: str | None = None
         self.aborting = False
+        self.finishing = False
         self._announce = announce
         self._previous: dict[int, Any] = {}
 
@@ -71,14 +76,23 @@ class StopRequest:
         name = signal.Signals(number).name
         if self.aborting:
             return  # the run is recording its abort in its status: let it
+        if self.finishing:
+            self._say(f"[{name}] noted: the run is writing its final checkpoint, status and plot")
+            return
         if self.signal_name is not None and number == signal.SIGINT:
             self.aborting = True
             raise KeyboardInterrupt  # a second Ctrl-C: stop now, without saving
         self.signal_name = name
-        self._announce(
+        self._say(
             f"[{name}] finishing the current iteration, then saving a checkpoint "
             "(Ctrl-C again to abort without saving)"
         )
+
+    def _say(self, text: str) -> None:
+        """``announce(text)``, unless the signal came while the console was being written: a
+        buffered stream refuses a write inside its own (a ``RuntimeError``)."""
+        with contextlib.suppress(RuntimeError):
+            self._announce(text)
 
 
 def write_status(folder: Path, status: str, **details: Any) -> None:
@@ -150,9 +164,13 @@ class FolderLock:
         return lock
 
     def _hold(self, fd: int) -> None:
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except BaseException:  # (a full disk): not left locked
+            os.close(fd)
+            raise
         self._fd: int | None = fd
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
 
     def release(self) -> None:
         """Unlock the folder (at the run's end); once released, nothing."""
@@ -165,11 +183,15 @@ def claim_if_orphaned(folder: Path, wait_s: float = 0.0) -> FolderLock | None:
     """The lock of ``folder`` when its run is orphaned: its status says ``running`` while no
     process holds the lock (the process that wrote the folder ended without recording why), for
     the caller to record the run's end, then release it. None when the folder is not on this
-    machine's filesystem, its status says how the run ended, or a process still holds the lock
-    after ``wait_s`` seconds (the run is alive)."""
+    machine's filesystem, its status says how the run ended, a process still holds the lock
+    after ``wait_s`` seconds (the run is alive), or this process cannot open the lock for writing
+    (a read-only folder, another user's): that run's status is left as it is."""
     if read_status(folder)["status"] != "running":
         return None
-    lock = FolderLock.if_free(folder, wait_s)
+    try:
+        lock = FolderLock.if_free(folder, wait_s)
+    except OSError:  # a folder this process may not write (read-only, another user's)
+        return None
     if lock is not None and read_status(folder)["status"] != "running":  # it ended meanwhile
         lock.release()
         return None
@@ -182,13 +204,14 @@ def mark_if_crashed(folder: Path) -> dict:
     first, under the lock."""
     lock = claim_if_orphaned(folder)
     if lock is not None:
-        try:
-            write_status(
-                folder,
-                "crashed",
-                reason="its process ended without recording why (killed, out of memory, ...)",
-                running_since=read_status(folder).get("updated"),
-            )
+        try:  # (a folder whose lock this process may write, but not the folder: left as it is)
+            with contextlib.suppress(OSError):
+                write_status(
+                    folder,
+                    "crashed",
+                    reason="its process ended without recording why (killed, out of memory, ...)",
+                    running_since=read_status(folder).get("updated"),
+                )
         finally:
             lock.release()
     return read_status(folder)
