@@ -19,6 +19,7 @@ import hashlib
 import inspect
 import os
 import sys
+import threading
 import time
 import types
 import warnings
@@ -32,7 +33,7 @@ from numba.core.errors import NumbaIRAssumptionWarning
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
 
-from gpu_envs.kernels import action_check
+from gpu_envs.kernels import action_check, threads
 
 # numba's pedantic IR check misreads the counters of the logic inlined into these loops
 # ("variable ... is not in scope", six on a cold Tag compile); only the loops here are silenced.
@@ -176,18 +177,25 @@ class CPUDriver:
 
     def prepared_step(self, num_envs: int, *arguments) -> Callable[..., bool]:
         """What an env calls each step (arguments as :meth:`compiled_step`'s): the serial loop
-        for small batches (or one numba thread), else an :class:`AdaptiveStep` over the compiled
-        parallel and serial loops."""
-        if self._step_loop(num_envs) is self.step_serial:
+        for small batches (or when the process runs one numba thread,
+        :func:`~gpu_envs.kernels.threads.process_threads`), else an :class:`AdaptiveStep` over
+        the compiled parallel and serial loops, whose parallel loop runs that many threads."""
+        count = threads.process_threads()
+        if self._step_loop(num_envs, count) is self.step_serial:
             return self.compiled_step(num_envs, *arguments)
         signature = (numba.typeof(num_envs), *map(numba.typeof, arguments))
         parallel = self.step_parallel.compile(signature)
         choice = _LOOP_CHOICES.setdefault((parallel, num_envs), LoopChoice())
-        return AdaptiveStep(parallel, self.step_serial.compile(signature), choice=choice)
+        serial = self.step_serial.compile(signature)
+        return AdaptiveStep(parallel, serial, choice=choice, threads=count)
 
-    def _step_loop(self, num_envs: int) -> Callable:
-        parallel = num_envs >= self.parallel_min_envs and numba.config.NUMBA_NUM_THREADS > 1
-        return self.step_parallel if parallel else self.step_serial
+    def _step_loop(self, num_envs: int, count: int | None = None) -> Callable:
+        """The parallel loop from ``parallel_min_envs`` envs on when the process runs 2+ threads
+        (``count``, by default :func:`~gpu_envs.kernels.threads.process_threads`)."""
+        if num_envs < self.parallel_min_envs:
+            return self.step_serial
+        count = threads.process_threads() if count is None else count
+        return self.step_parallel if count > 1 else self.step_serial
 
     def reset(self, num_envs: int, mask, args: tuple) -> None:
         """Reset the envs where ``mask`` is True."""
@@ -231,6 +239,8 @@ class AdaptiveStep:
         probe_interval_ns: stepping time between two comparisons.
         margin: how much faster (0.9: 10 % faster) the other loop must be to take over.
         choice: the shared outcome to start from and update (default: this instance's own).
+        threads: the numba threads of the parallel loop, set in each thread that calls the step
+            (:func:`~gpu_envs.kernels.threads.use_in_this_thread`); None leaves numba's setting.
     """
 
     __slots__ = (
@@ -242,6 +252,8 @@ class AdaptiveStep:
         "_clock",
         "_interval",
         "_margin",
+        "_threads",
+        "_launcher",
         "choice",
     )
 
@@ -258,6 +270,7 @@ class AdaptiveStep:
         probe_interval_ns: int = 500_000_000,
         margin: float = 0.9,
         choice: LoopChoice | None = None,
+        threads: int | None = None,
     ):
         self.choice = choice = LoopChoice() if choice is None else choice
         self._loops = (serial, parallel)
@@ -266,12 +279,22 @@ class AdaptiveStep:
         self._probe = -1  # calls into a comparison, -1 outside one
         self._times = [0, 0, 0, 0]
         self._clock, self._interval, self._margin = clock, probe_interval_ns, margin
+        self._threads, self._launcher = threads, -1  # the last thread that called, by ident
 
     def __call__(self, *arguments) -> bool:
+        if self._launcher != threading.get_ident():
+            self._adopt_thread()
         self._countdown -= 1
         if self._countdown > 0:
             return self._current(*arguments)
         return self._compare(arguments)
+
+    def _adopt_thread(self) -> None:
+        """Set the parallel loop's threads in the thread now calling (numba's setting is per
+        thread)."""
+        self._launcher = threading.get_ident()
+        if self._threads is not None:
+            threads.use_in_this_thread(self._threads)
 
     def _compare(self, arguments: tuple) -> bool:
         """One call of a comparison: calls 0 and 1 on the current loop, 2 and 3 on the other."""
