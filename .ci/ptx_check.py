@@ -10,6 +10,12 @@ It also asserts, from the PTX, parity by construction (:data:`UNFUSED`: the kern
 products decide discrete outcomes hold no fused multiply-add, i.e. every such product is a
 ``gpu_envs.kernels.rounding.mul_rn``) and that a float32 env steps in float32 (its step kernel
 holds no ``fma.rn.f64``: libdevice's float64 sin/cos are built on it).
+
+PTX is not the end: ptxas, compiling it to machine code, may itself fuse a ``mul.f32`` whose
+result an ``add.f32`` / ``sub.f32`` takes into one FFMA (PTX's ``mul``/``add`` without a rounding
+modifier allow it; ``mul.rn`` / ``add.rn``, what ``mul_rn`` emits, do not). So the kernels of
+:data:`UNFUSED` must also hold no such pair (:func:`contractible_pairs`) of the widths they
+forbid.
 """
 
 import collections
@@ -86,16 +92,46 @@ def fused_multiply_adds(ptx: str) -> collections.Counter:
     return collections.Counter(re.findall(r"\bfma\.rn\.f(?:32|64)\b", ptx))
 
 
+_PLAIN_MUL = re.compile(r"^\s*mul\.(f32|f64)\s+(%\w+),")
+_PLAIN_ADD = re.compile(r"^\s*(?:add|sub)\.(f32|f64)\s+%\w+,\s*([^;]*);")
+
+
+def contractible_pairs(ptx: str) -> collections.Counter:
+    """How many plain ``add``/``sub`` of each width (``fma.rn.f32``, ``fma.rn.f64``: what ptxas
+    would make of them) take the result of a plain ``mul`` of that width in ``ptx``: the pairs
+    ptxas may fuse into one FMA."""
+    products: dict[str, str] = {}
+    pairs: collections.Counter = collections.Counter()
+    for line in ptx.splitlines():
+        if match := _PLAIN_MUL.match(line):
+            products[match.group(2)] = match.group(1)
+        elif match := _PLAIN_ADD.match(line):
+            width = match.group(1)
+            operands = [operand.strip() for operand in match.group(2).split(",")]
+            if any(products.get(operand) == width for operand in operands):
+                pairs[f"fma.rn.{width}"] += 1
+    return pairs
+
+
 def contraction_errors(game: str, kernel: str, ptx: str, dtype=None) -> list[str]:
     """The rules broken by the PTX of ``game``'s ``kernel`` (an env of ``dtype``): one line per
-    forbidden instruction found (:data:`UNFUSED`; no ``fma.rn.f64`` in the step of a float32
-    env: its start-state draw, in the reset, is float64 by design)."""
+    forbidden instruction found, or pair that ptxas may fuse into one (:data:`UNFUSED`; no
+    ``fma.rn.f64`` in the step of a float32 env: its start-state draw, in the reset, is float64
+    by design)."""
     found = fused_multiply_adds(ptx)
     errors = [
         f"{game} {kernel} kernel: {found[fma]} x {fma} (a product that decides an outcome was "
         "fused: multiply with gpu_envs.kernels.rounding.mul_rn)"
         for fma in UNFUSED.get((game, kernel), ())
         if found[fma]
+    ]
+    pairs = contractible_pairs(ptx)
+    errors += [
+        f"{game} {kernel} kernel: {pairs[fma]} plain mul -> add/sub pair(s) that ptxas may fuse "
+        f"into {fma} (a product that decides an outcome: multiply with "
+        "gpu_envs.kernels.rounding.mul_rn)"
+        for fma in UNFUSED.get((game, kernel), ())
+        if pairs[fma]
     ]
     if kernel == "step" and dtype == torch.float32 and found[FMA_F64]:
         errors.append(
