@@ -37,6 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from gpu_envs.benchmarks.machine import cpu_model
+
 #: The torch pin of README.md's install command (a fresh venv installs this one).
 TORCH_PIN = "torch==2.13.0"
 #: The repository's root: the docs' paths (``TrainingFigure.doc``) are relative to it.
@@ -57,6 +59,8 @@ class TrainingFigure:
     date: str
     torch_threads: int = 1
     overrides: tuple[str, ...] = ()
+    #: ``/proc/cpuinfo``'s model name of the machine it was measured on (empty: not recorded)
+    cpu_model: str = ""
 
     def command(self) -> list[str]:
         """The ``gpu-envs train`` arguments that replay it."""
@@ -83,6 +87,7 @@ def _measured_2026_12_03(
         versions="torch 2.13.0+cpu, numba 0.68.1, numpy 2.4.6, Python 3.11",
         date="2026-12-03",
         overrides=overrides,
+        cpu_model="Intel(R) Xeon(R) Processor",
     )
 
 
@@ -173,16 +178,19 @@ def replay(figure: TrainingFigure, python: str = sys.executable) -> dict:
     }
 
 
-def verdict(figure: TrainingFigure, measured: dict, capability: str) -> str:
-    """``same``, ``DIFFERENT`` (same CPU capability: a regression) or ``other CPU``; the return is
-    compared to the 2 decimals the docs state."""
+def verdict(
+    figure: TrainingFigure, measured: dict, capability: str, model: str | None = None
+) -> str:
+    """``same``, ``DIFFERENT`` (same CPU capability and, where both are known, CPU ``model``: a
+    regression) or ``other CPU``; the return is compared to the 2 decimals the docs state."""
     same = (measured["best_iteration"], round(measured["best_return"], 2)) == (
         figure.best_iteration,
         figure.best_return,
     )
     if same:
         return "same"
-    return "DIFFERENT" if capability == figure.cpu_capability else "other CPU"
+    same_model = None in (model, figure.cpu_model or None) or model == figure.cpu_model
+    return "DIFFERENT" if capability == figure.cpu_capability and same_model else "other CPU"
 
 
 def fresh_venv(folder: Path) -> str:
@@ -218,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.game and figure.game not in args.game:
             continue
         measured = replay(figure, python)
-        outcome = verdict(figure, measured, capability)
+        outcome = verdict(figure, measured, capability, cpu_model())
         regressions += outcome == "DIFFERENT"
         rows.append({**dataclasses.asdict(figure), "measured": measured, "verdict": outcome})
         print(
