@@ -97,7 +97,7 @@ class SameStepCore:
             raise TypeError(
                 f"the {library} adapter takes Discrete or Box action spaces, got {action_space}"
             )
-        require_copied_outputs(env, f"the {library} adapter")
+        require_copied_outputs(env, f"the {library} adapter", self)
         self.device = _resolve_device(unwrapped, device, library)
         self.env = env
         self.library = library

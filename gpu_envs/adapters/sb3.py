@@ -137,7 +137,7 @@ class SB3VecEnv(VecEnv):
             )
         self._action_shape = (env.num_envs, *(space.shape or ()))
         self.env = env
-        require_copied_outputs(env, "SB3VecEnv")
+        require_copied_outputs(env, "SB3VecEnv", self)
         self.device: torch.device = cast(KernelEnv, env.unwrapped).device
         self._actions: torch.Tensor | None = None
         self._empty_infos: list[dict[str, Any]] = [{} for _ in range(env.num_envs)]

@@ -77,7 +77,7 @@ class _BatchedTorchRLEnv(EnvBase):
     """What the envs share: the batched env underneath, seeding, the reset mask, done specs."""
 
     def __init__(self, batched_env: KernelEnv, categorical_action_encoding: bool):
-        require_copied_outputs(batched_env, type(self).__name__)
+        require_copied_outputs(batched_env, type(self).__name__, self)
         self.batched_env = batched_env
         self.categorical_action_encoding = categorical_action_encoding
         #: whether the env's own action check refuses an index out of range

@@ -19,7 +19,8 @@ The engine owns the rest, once for every game: device and dtype resolution, the 
 per-env seeding and episode counters (the ``env_seed`` and ``episode`` buffers, uint64 views of
 int64 tensors), reset masks, the three autoreset modes (the ``autoreset_mode`` setting the logic
 reads), validation of actions, fresh output tensors per step (or, with
-:attr:`KernelEnv.copy_outputs` off, the env's own buffers), launches on torch's current stream,
+:attr:`KernelEnv.copy_outputs` off, the env's own buffers), outputs the caller may edit in place
+without changing the env (as gymnasium's vector envs), launches on torch's current stream,
 ``close()``, pickling and ``copy.deepcopy`` (a copy steps on exactly like the original).
 """
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 import copy
 import secrets
 import warnings
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
@@ -133,10 +135,13 @@ class KernelEnv:
     #: Buffers stored component-major ([components, num_envs], e.g. a state GPU threads read
     #: coalesced); :meth:`state_snapshot` gives them env first.
     component_major_buffers: ClassVar[tuple[str, ...]] = ()
-    #: Whether :meth:`step` and :meth:`reset` return fresh tensors (True, the default) or the env's
-    #: own output buffers (False: no allocation or copy per step; the tensors are overwritten by
-    #: the next step or reset, so read or copy them before that). Set it on the instance.
-    copy_outputs: bool = True
+    _copy_outputs: bool = True
+    #: ``(weak reference, name)`` of the consumers that keep outputs across steps (adapters),
+    #: registered by :func:`require_copied_outputs`: while one lives, copy_outputs stays on.
+    _output_holders: tuple[tuple[weakref.ref, str], ...] = ()
+    #: The CPU step's outputs written into new arrays (see :meth:`update_constants`).
+    _fresh_outputs: tuple = ()
+    _own_obs: np.ndarray
     #: CPU loops: envs per call of ``step_envs``, and the batch size from which threads are used.
     cpu_block_size: ClassVar[int] = 512
     cpu_parallel_min_envs: ClassVar[int] = 4096
@@ -230,6 +235,7 @@ class KernelEnv:
                 f"{type(self).__name__}.buffer_layout(): buffers {unsupported} have dtypes the "
                 f"kernels do not take; use one of {sorted(str(d) for d in _TORCH_STORAGE)}"
             )
+        self._check_observation_layout(layout)
         self._layout = layout
         _check_memory(layout, self.device, type(self).__name__)
         self._tensors = Buffers(
@@ -251,6 +257,8 @@ class KernelEnv:
         self._entropy_seed = secrets.randbits(62)
         self._seeded = False
         self._is_reset = False
+        #: [num_envs] bool: the envs a first reset with a mask left without a game (else None)
+        self._unstarted: torch.Tensor | None = None
 
     def _make_views(self) -> None:
         """The kernels' zero-copy views of the buffers and actions (in the GPU's numba context),
@@ -278,6 +286,31 @@ class KernelEnv:
         self._validated_in_place = (
             self._kernel_checks_actions and self.autoreset_mode is not AutoresetMode.DISABLED
         )
+
+    def _check_observation_layout(self, layout: dict[str, tuple[tuple[int, ...], Any]]) -> None:
+        """The observation buffers must hold what ``single_observation_space`` declares: ``obs``
+        (and ``final_obs``) of shape ``[num_envs, *space.shape]`` (``[num_envs, num_agents,
+        *space.shape]`` for several agents per env) and the space's dtype."""
+        name = type(self).__name__
+        space = getattr(self, "single_observation_space", None)
+        if not isinstance(space, gym.spaces.Space) or space.shape is None:
+            raise TypeError(
+                f"{name}.single_observation_space must be a gymnasium space with a shape (a Box), "
+                f"set in __init__ before _build(); got {space!r}"
+            )
+        shape, dtype = tuple(space.shape), np.dtype(space.dtype)
+        allowed = [(self.num_envs, *shape)]
+        if self.num_agents > 1:
+            allowed.append((self.num_envs, self.num_agents, *shape))
+        for buffer in filter(None, (self.step_outputs[0], self.final_outputs.get("final_obs"))):
+            buffer_shape, buffer_dtype = layout[buffer]
+            if tuple(buffer_shape) not in allowed or np.dtype(buffer_dtype) != dtype:
+                raise TypeError(
+                    f"{name}: single_observation_space {space} declares observations of shape "
+                    f"{shape} and dtype {dtype}, but buffer_layout()'s {buffer!r} buffer is "
+                    f"{tuple(buffer_shape)} {np.dtype(buffer_dtype)}; it must be "
+                    f"{' or '.join(map(str, allowed))} {dtype}: make the space and the buffer agree"
+                )
 
     def _check_kernel_args(self) -> None:
         """The logic's ``KernelArgs`` must name the arguments the engine passes, in order: the
@@ -420,6 +453,10 @@ class KernelEnv:
         self._recycled_outputs = (
             RecycledOutputs(self._args_before, self._fresh_outputs) if self._fresh_outputs else None
         )
+        if self._fresh_outputs:
+            # The env's own observations: a step with fresh outputs hands its new obs array to
+            # the caller and copies it here, so that an edit of what the caller got changes nothing.
+            self._own_obs = self._tensors[self.step_outputs[0]].numpy()
 
     @property
     def kernel_args(self) -> tuple:
@@ -434,12 +471,54 @@ class KernelEnv:
         return AUTORESET_CODES[self.autoreset_mode]
 
     # ----------------------------------------------------------------------------- API
+    @property
+    def copy_outputs(self) -> bool:
+        """Whether :meth:`step` and :meth:`reset` return fresh tensors (True, the default: the
+        caller may keep them, and edit them in place without changing the env) or the env's own
+        output buffers (False: no allocation or copy per step; the tensors are overwritten by the
+        next step or reset, so read or copy them before that, and an edit of them edits the env).
+        Set it on the instance. Turning it off is refused while an adapter that keeps outputs
+        across steps (:func:`require_copied_outputs`) holds the env."""
+        return self._copy_outputs
+
+    @copy_outputs.setter
+    def copy_outputs(self, value: bool) -> None:
+        value = as_bool(value, "copy_outputs")
+        holders = [name for holder, name in self._output_holders if holder() is not None]
+        if holders and not value:
+            raise ValueError(
+                f"copy_outputs=False refused: {holders[0]} keeps each step's outputs across steps "
+                f"and holds this {type(self).__name__}, whose every step would then overwrite "
+                "what it kept; leave copy_outputs at True (or give it an env of its own)"
+            )
+        if self._fresh_outputs and self._copy_outputs and not value and not self._closed:
+            self._rebind(self.step_outputs[0], self._own_obs)  # the step writes the env's own obs
+        self._copy_outputs = value
+
+    def hold_copied_outputs(self, holder: object, consumer: str) -> None:
+        """Keep :attr:`copy_outputs` on while ``holder`` (the object of ``consumer``, which keeps
+        a step's outputs while the next step runs) lives; refused when it is off already."""
+        if not self._copy_outputs:
+            raise ValueError(
+                f"{consumer} keeps each step's outputs across steps, but "
+                f"{type(self).__name__}.copy_outputs is False (every step overwrites the last "
+                "one's tensors): leave copy_outputs at True for it"
+            )
+        alive = tuple(entry for entry in self._output_holders if entry[0]() is not None)
+        self._output_holders = (*alive, (weakref.ref(holder), consumer))
+
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
         """Reset all envs, or those in ``options["reset_mask"]`` ([num_envs] bool).
 
         ``seed=s`` seeds env ``i`` with ``s + i`` (a sequence gives one seed per env); env ``i``'s
         start states then depend only on its own seed and episode count. Other options are the
         game's (:meth:`apply_reset_options`). Returns ``(obs, info)``.
+
+        A masked reset before every env was ever reset (a first reset with a mask) seeds every env
+        but starts only the masked ones, as gymnasium's vector envs reset only the masked
+        sub-envs: the others hold no game yet (their rows of ``obs`` are zeros), and :meth:`step`
+        refuses to run, naming them, until resets have started every env. Resetting them later
+        gives each the start state a full first reset with the same seed would have.
         """
         self._check_open()
         options = check_options(options)
@@ -455,8 +534,8 @@ class KernelEnv:
             # the first seeding covers every env, so that envs outside a first partial reset
             # still get their own seeds (not all the same start state)
             self.seed_envs(mask if self._seeded else torch.ones_like(mask), seed)
-        if self._fresh_outputs and self.copy_outputs:  # the caller may hold the last obs: a copy
-            self._rebind("obs", self._kernel_args[self._layout_index("obs")].copy())
+        if self._fresh_outputs:  # the last step's obs went to the caller: reset the env's own
+            self._rebind(self.step_outputs[0], self._own_obs)
         first_compile.announce(self.game, self.kernel_target, self._driver)
         with devices.numba_context(self.device):
             self._driver.reset(
@@ -467,11 +546,14 @@ class KernelEnv:
                 **self._stream(),
             )
         self._tensors.has_final_obs.masked_fill_(mask, False)
-        self._is_reset = True
+        if mask_option is True:
+            self._is_reset, self._unstarted = True, None
+        elif not self._is_reset:  # a reset with a mask before every env was started
+            unstarted = ~mask if self._unstarted is None else self._unstarted & ~mask
+            self._is_reset = not bool(unstarted.any())
+            self._unstarted = None if self._is_reset else unstarted
         obs = self._tensors.obs
-        if self.copy_outputs and not self._fresh_outputs:
-            obs = devices.fresh_copy(obs)
-        return obs, self.reset_info()
+        return devices.fresh_copy(obs) if self._copy_outputs else obs, self.reset_info()
 
     def _layout_index(self, name: str) -> int:
         return list(self._layout).index(name)
@@ -511,6 +593,7 @@ class KernelEnv:
         info)``."""
         if self._closed or not self._is_reset:
             self._check_open()
+            self._check_started()
             raise RuntimeError("call reset() before step()")
         outputs = self._step_on_cpu(actions) if self._on_cpu else self._step_on_cuda(actions)
         if self._empty_info:  # the hooks are the engine's and the mode adds nothing to the info
@@ -520,7 +603,7 @@ class KernelEnv:
         info = self.step_info()
         if self.autoreset_mode is AutoresetMode.SAME_STEP:
             t = self._tensors
-            give = devices.fresh_copy if self.copy_outputs else _same
+            give = devices.fresh_copy if self._copy_outputs else _same
             info.update({key: give(t[name]) for key, name in self.final_outputs.items()})
         return obs, rewards, terminated, truncated, info
 
@@ -560,7 +643,7 @@ class KernelEnv:
             if launch is None:
                 launch = self._cuda_step = self._prepare_step()
             launch(devices.launch_stream(self.device))
-        give = devices.fresh_copy if self.copy_outputs else _same
+        give = devices.fresh_copy if self._copy_outputs else _same
         return [give(self._tensors[name]) for name in self.step_outputs]
 
     def _step_on_cpu(self, actions) -> tuple[torch.Tensor, ...]:
@@ -585,7 +668,7 @@ class KernelEnv:
             else:
                 source = self.check_actions(actions).to(self._action_dtype).contiguous().numpy()
             self._check_finished_envs()
-        recycled = self._recycled_outputs if self.copy_outputs else None
+        recycled = self._recycled_outputs if self._copy_outputs else None
         if recycled is None:
             before = self._args_before
         else:  # new output arrays, or an earlier step's that nothing outside the env holds
@@ -601,15 +684,29 @@ class KernelEnv:
             shown = actions if kind else torch.from_numpy(source)
             raise_out_of_range(shown, torch.as_tensor(self._action_check.upper), "actions")
         if recycled is None:
-            if self.copy_outputs:
+            if self._copy_outputs:
                 return tuple(map(devices.fresh_copy, self._output_tensors))
             return self._output_tensors
         self._output_tensors = outputs = tuple(map(torch.from_numpy, fresh))
-        tensors, (obs, rewards, terminated, truncated) = self._tensors, self.step_outputs
-        tensors[obs], tensors[rewards], tensors[terminated], tensors[truncated] = outputs
+        np.copyto(self._own_obs, fresh[0])  # the caller may edit its obs: the env keeps its own
+        tensors, (_, rewards, terminated, truncated) = self._tensors, self.step_outputs
+        _, tensors[rewards], tensors[terminated], tensors[truncated] = outputs
         self._args_before = before
         self._kernel_args = (*before, self._actions_view, *self._args_after)
         return outputs
+
+    def _check_started(self) -> None:
+        """Refuse to step while envs that a first reset with a mask left out hold no game."""
+        if self._unstarted is None:
+            return
+        left = self._unstarted.nonzero().flatten().tolist()
+        shown = ", ".join(map(str, left[:10])) + (", ..." if len(left) > 10 else "")
+        noun = self.env_noun
+        raise RuntimeError(
+            f"{len(left)} {noun}(s) were never reset ({noun}s {shown}): a reset with "
+            f"options['reset_mask'] starts only the masked {noun}s; reset them (or call reset() "
+            "without a mask) before step()"
+        )
 
     def after_step(self) -> None:
         """Hook run after each step's kernel (e.g. to report an error flag the kernel set)."""
@@ -670,13 +767,14 @@ class KernelEnv:
                 )
         # CPU steps hand out the output buffers themselves (fresh each step): the caller may hold
         # them, so they are replaced by new arrays rather than written into.
-        handed_out = self.step_outputs if self._fresh_outputs and self.copy_outputs else ()
+        handed_out = self.step_outputs if self._fresh_outputs and self._copy_outputs else ()
         for name, tensor in kept.items():
             if name in handed_out:
                 self._rebind(name, torch.empty_like(tensor).copy_(state[name]).numpy())
             else:
                 tensor.copy_(state[name])
         self._seeded = self._is_reset = True
+        self._unstarted = None
 
     def set_episode_steps(self, steps) -> None:
         """Set each env's count of steps in its current episode (the ``elapsed`` buffer that
@@ -717,6 +815,7 @@ class KernelEnv:
         self._tensors, self._kernel_args = Buffers(), ()
         self._args_before, self._args_after, self._output_tensors = (), (), ()
         self._actions_view = self._recycled_outputs = None
+        vars(self).pop("_own_obs", None)
 
     # ----------------------------------------------------------------------------- copies
     def __getstate__(self) -> dict[str, Any]:
@@ -788,6 +887,8 @@ _UNPICKLED = frozenset(
         "_actions_view",
         "_output_tensors",
         "_recycled_outputs",
+        "_own_obs",
+        "_output_holders",
     }
 )
 
@@ -797,17 +898,15 @@ def _same(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
-def require_copied_outputs(env: Any, consumer: str) -> None:
-    """Refuse an engine env (``env`` or what it wraps) whose ``copy_outputs`` is off for a
-    ``consumer`` that keeps a step's outputs while the next step runs (a rollout buffer): the
-    next step would overwrite what it kept, silently."""
+def require_copied_outputs(env: Any, consumer: str, holder: object) -> None:
+    """For a ``consumer`` that keeps a step's outputs while the next step runs (a rollout
+    buffer; ``holder`` is its object): refuse an engine env (``env`` or what it wraps) whose
+    ``copy_outputs`` is off, and keep it on while ``holder`` lives
+    (:meth:`KernelEnv.hold_copied_outputs`): the next step would overwrite what it kept,
+    silently."""
     unwrapped = getattr(env, "unwrapped", env)
-    if isinstance(unwrapped, KernelEnv) and not unwrapped.copy_outputs:
-        raise ValueError(
-            f"{consumer} keeps each step's outputs across steps, but "
-            f"{type(unwrapped).__name__}.copy_outputs is False (every step overwrites the last "
-            "one's tensors): leave copy_outputs at True for it"
-        )
+    if isinstance(unwrapped, KernelEnv):
+        unwrapped.hold_copied_outputs(holder, consumer)
 
 
 def _check_memory(
