@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--steps", type=int, default=20_000, help="steps of one env per round (%(default)s)"
     )
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (%(default)s)")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (%(default)s)")
     parser.add_argument(
         "--workers",
         type=int,
