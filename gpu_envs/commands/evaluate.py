@@ -130,11 +130,13 @@ def _evaluate(game: str, args: argparse.Namespace, evaluate):
     """``evaluate()`` with the argument and checkpoint errors turned into a one-line exit
     message."""
     if args.episodes <= 0:
-        raise SystemExit(f"gpu-envs evaluate {game}: --episodes must be >= 1, got {args.episodes}")
+        raise SystemExit(
+            f"gpu-envs evaluate {game}: error: --episodes must be >= 1, got {args.episodes}"
+        )
     try:
         return evaluate()
     except (ValueError, RuntimeError) as error:  # CheckpointError is a RuntimeError
-        raise SystemExit(f"gpu-envs evaluate {game}: {error}") from None
+        raise SystemExit(f"gpu-envs evaluate {game}: error: {error}") from None
 
 
 def _emit(text: str, data: dict, json_path: Path | None) -> int:

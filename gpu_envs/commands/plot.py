@@ -34,12 +34,12 @@ def run(args: argparse.Namespace) -> int:
     from importlib.util import find_spec
 
     if find_spec("matplotlib") is None:
-        raise SystemExit("gpu-envs plot: needs matplotlib: pip install matplotlib")
+        raise SystemExit("gpu-envs plot: error: needs matplotlib; pip install matplotlib")
     from gpu_envs.runs.curves import groups_of, plot_groups
 
     try:
         out = plot_groups(groups_of(args.runs), args.out, args.title)
     except (FileNotFoundError, ValueError) as error:
-        raise SystemExit(f"gpu-envs plot: {error}") from None
+        raise SystemExit(f"gpu-envs plot: error: {error}") from None
     print(f"wrote {out}")
     return 0

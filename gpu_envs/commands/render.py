@@ -122,7 +122,8 @@ def env_params_from(args: argparse.Namespace) -> dict[str, Any]:
             loaded = loaded["env"]
         if not isinstance(loaded, dict):
             raise SystemExit(
-                f"{args.config}: expected a mapping of Tag parameters (or an env: section)"
+                f"gpu-envs render tag: error: {args.config}: expected a mapping of Tag "
+                "parameters (or an env: section)"
             )
         params.update(loaded)
     params.update(
@@ -139,7 +140,7 @@ def load_checkpoint_policy(path: Path):
     try:
         return load_policy(path)
     except CheckpointError as error:
-        raise SystemExit(f"gpu-envs render tag: {error}") from None
+        raise SystemExit(f"gpu-envs render tag: error: {error}") from None
 
 
 def check_out(path: Path) -> None:
@@ -149,11 +150,13 @@ def check_out(path: Path) -> None:
     from gpu_envs.games.tag.rendering import VIDEO_SUFFIXES, check_animation_path
 
     if path.suffix.lower() not in VIDEO_SUFFIXES:
-        raise SystemExit(f"--out must end in one of {VIDEO_SUFFIXES}, got {path}")
+        raise SystemExit(
+            f"gpu-envs render: error: --out must end in one of {VIDEO_SUFFIXES}, got {path}"
+        )
     try:
         check_animation_path(path)
     except RuntimeError as error:
-        raise SystemExit(f"gpu-envs render: {error}") from None
+        raise SystemExit(f"gpu-envs render: error: {error}") from None
     quiet_sdl()
 
 
@@ -180,7 +183,7 @@ def run_single_agent(args: argparse.Namespace) -> int:
         finally:
             game.close()
     except (ValueError, RuntimeError) as error:  # CheckpointError is a RuntimeError
-        raise SystemExit(f"gpu-envs render {args.game}: {error}") from None
+        raise SystemExit(f"gpu-envs render {args.game}: error: {error}") from None
     print(f"wrote {path}" + ("" if own_frames else f": {played.how}"))
     print(f"episode return {played.total:.2f} over {played.steps} steps (seed {args.seed})")
     return 0
@@ -194,7 +197,7 @@ def run_tag(args: argparse.Namespace) -> int:
     check_out(args.out)
     if args.checkpoint_path is not None and args.checkpoint is not None:
         raise SystemExit(
-            "gpu-envs render tag: give the checkpoint once (CHECKPOINT or --checkpoint)"
+            "gpu-envs render tag: error: give the checkpoint once (CHECKPOINT or --checkpoint)"
         )
     checkpoint = args.checkpoint_path or args.checkpoint
     policy = None if checkpoint is None else load_checkpoint_policy(checkpoint)
@@ -206,7 +209,7 @@ def run_tag(args: argparse.Namespace) -> int:
         frames = animate_episode(episode, size=args.size)
         save_animation(frames, args.out, fps=args.fps)
     except (ValueError, TypeError, RuntimeError) as error:
-        raise SystemExit(f"gpu-envs render tag: {error}") from error
+        raise SystemExit(f"gpu-envs render tag: error: {error}") from error
     print(f"wrote {args.out}: {len(frames)} frames")
     print(tag_returns(episode))
     return 0
