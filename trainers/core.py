@@ -680,7 +680,8 @@ class TrainingRun:
         ``resolve_resume``) once ``_check_checkpoint`` accepts it, or of the older checkpoint of
         its folder that ``checkpoint_fields.restorable`` falls back to; returns its state for
         ``_start_rollouts``."""
-        path, state, _ = ckpt_fields.restorable(loaded, self._check_checkpoint)
+        say = self.say if self.rank == 0 else lambda line: None  # (every rank checks)
+        path, state, _ = ckpt_fields.restorable(loaded, self._check_checkpoint, say)
         self.resumed_from = path
         state["rng"] = ckpt.rank_states(state, path, self.world_size, self._generators())
         for group in self.groups:

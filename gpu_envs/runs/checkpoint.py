@@ -254,7 +254,12 @@ def load_checkpoint(path: str | Path) -> dict:
         )
     for dotted in _REQUIRED:
         _field(state, dotted, path)
-    for tag in _field(state, "policies", path):
+    if not isinstance(state["policies"], Mapping):
+        raise CheckpointError(
+            f"checkpoint {path}: the field 'policies' is {short_repr(state['policies'])}, "
+            "expected a mapping of policy tags"
+        )
+    for tag in state["policies"]:
         for dotted in (
             f"policies.{tag}.model",
             f"policies.{tag}.optimizer",

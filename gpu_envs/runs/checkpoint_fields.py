@@ -1,4 +1,5 @@
-"""A checkpoint checked field by field against the run that restores it, before anything is.
+"""A checkpoint checked field by field against the run that restores it, before anything of it is
+restored.
 
 ``training_spec`` describes what a run restores, from the run's own objects: each tensor's shape
 and dtype (on the CPU, where ``load_checkpoint`` puts every tensor; contiguous, dense), each
@@ -8,9 +9,9 @@ the file and the first field that does not fit (``policies.agent.optimizer.state
 ``rng[0].env.obs``), so that nothing a crafted file holds reaches ``load_state_dict``, torch's
 fused Adam, ``torch.set_rng_state`` or the envs' kernels unchecked.
 
-``restorable(loaded, check)``: the checkpoint to restore, or, for one ``--resume`` found in a
-run's folder (``LoadedCheckpoint.searched``), the newest older one of the folder that passes
-``check``, each one it skips named in a warning; a checkpoint the user named is refused with the
+``restorable(loaded, check_one, say)``: the checkpoint to restore, or, for one ``--resume`` found
+in a run's folder (``LoadedCheckpoint.searched``), the newest older one of the folder that passes
+``check_one``, each one it skips named in one line; a checkpoint the user named is refused with the
 previous good one named in the message (docs/checkpoints.md).
 """
 
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import math
 import sys
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -411,27 +411,27 @@ def check(state: Mapping, path: str | Path, spec: Spec) -> None:
 
 
 def restorable(
-    loaded: LoadedCheckpoint, check_one: Callable[[dict, Path], None]
+    loaded: LoadedCheckpoint, check_one: Callable[[dict, Path], None], say: Callable[[str], None]
 ) -> LoadedCheckpoint:
     """``loaded`` if ``check_one(state, path)`` accepts it (it raises ``CheckpointError``
     otherwise). A refused one that ``--resume`` took from a run's folder (``loaded.searched``) gives
     way to the newest older ``iteration_<N>.pth.tar`` of its folder that reads and passes, each
-    one skipped named in a warning; one the user named is refused, naming that previous good
-    checkpoint for ``--resume`` when there is one."""
+    one skipped named in one line to ``say``; one the user named is refused, naming that previous
+    good checkpoint for ``--resume`` when there is one."""
     try:
         check_one(loaded.state, loaded.path)
         return loaded
     except CheckpointError as error:
         refused = error
     if loaded.searched:
-        warnings.warn(f"--resume: skipping {loaded.path}: {refused}", stacklevel=2)
+        say(f"--resume: skipping {loaded.path}: {refused}")
     for older in _older(loaded.path):
         try:
             candidate = LoadedCheckpoint(older, load_checkpoint(older), loaded.searched)
             check_one(candidate.state, older)
         except CheckpointError as error:
             if loaded.searched:
-                warnings.warn(f"--resume: skipping {older}: {error}", stacklevel=2)
+                say(f"--resume: skipping {older}: {error}")
             continue
         if loaded.searched:
             return candidate
