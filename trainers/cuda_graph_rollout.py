@@ -24,7 +24,8 @@ What the capture needs, and how it gets it:
   reads; if it ever hands its kernels a new array or setting instead
   (``env.kernel_args_generation``), the next :meth:`GraphRollout.replay` captures the rollout
   again first (without warm-up: the kernels are compiled, and warm-up rollouts would advance the
-  run).
+  run; the env's new launch is prepared before the capture, not inside it). A closed env's
+  rollout is not replayed (:class:`~gpu_envs.engine.cuda_graphs.StaleGraphError`).
 
 Where one of these does not hold (CPU, opponents, an env that validates actions) or the capture
 fails, the collector runs eagerly, as with ``trainer.cuda_graphs=false``. The warm-up rollouts
