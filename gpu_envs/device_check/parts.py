@@ -1,11 +1,11 @@
 """The GPU run's driver: each part of ``device-check --full`` in its own process, in a time budget.
 
-``python -m gpu_envs.device_check.parts OUT [--small] [--budget SECONDS] [DEVICE-CHECK OPTIONS]``
-prints the versions of the packages the check imports and where they come from, then runs
-``gpu-envs device-check --only PART --json OUT/device-check-PART.json`` for each part of
-:data:`~gpu_envs.device_check.plan.PARTS` in a fresh process (and process group): a kernel fault,
-a hang or a broken CUDA context in one part cannot reach the next. A part gets twice its
-estimate plus :data:`SLACK_S`, within what is left of the budget; past that it is stopped
+``python -m gpu_envs.device_check.parts OUT [--small] [--budget S] [--slack S] [OPTIONS]`` prints
+the versions of the packages the check imports and where they come from, then runs
+``gpu-envs device-check --only PART --json OUT/device-check-PART.json [OPTIONS]`` for each part of
+:data:`~gpu_envs.device_check.plan.PARTS` in a fresh process and process group: a kernel fault,
+a hang or a broken CUDA context in one part cannot reach the next. A part gets twice its estimate
+plus :data:`SLACK_S` (``--slack``), within what is left of the budget; past that it is stopped
 (SIGTERM, then SIGKILL), and its JSON keeps the rows it had measured.
 ``OUT/device-check-parts.json`` holds the versions and each part's exit status, seconds and
 limit. ``.ci/device-run`` calls it.
@@ -112,16 +112,21 @@ def part_command(part: str, out: Path, options: Sequence[str]) -> list[str]:
 
 
 def run_parts(
-    commands: dict[str, list[str]], estimate_s: dict[str, float], budget_s: float, out: Path
+    commands: dict[str, list[str]],
+    estimate_s: dict[str, float],
+    budget_s: float,
+    out: Path,
+    slack_s: float = SLACK_S,
 ) -> int:
-    """Run each part's command with its limit; record them in ``out/device-check-parts.json``."""
+    """Run each part's command with its limit (twice its estimate plus ``slack_s``, within what is
+    left of ``budget_s``); record them in ``out/device-check-parts.json``."""
     record: dict = {"versions": versions(), "budget_s": budget_s, "parts": {}}
     for name, version in record["versions"].items():
         print(f"{name:16} {version}", flush=True)
     deadline = time.perf_counter() + budget_s
     for part, command in commands.items():
         left = deadline - time.perf_counter()
-        limit = min(2 * estimate_s.get(part, 0.0) + SLACK_S, left)
+        limit = min(2 * estimate_s.get(part, 0.0) + slack_s, left)
         if limit <= 0:
             record["parts"][part] = {"exit": None, "skipped": "the budget is spent"}
         else:
@@ -142,12 +147,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("out", type=Path, help="the folder of the rows")
     parser.add_argument("--budget", type=float, default=BUDGET_S, help=f"seconds ({BUDGET_S:.0f})")
+    parser.add_argument(
+        "--slack", type=float, default=SLACK_S, help=f"seconds a part gets beyond twice its "
+        f"estimate ({SLACK_S:.0f}; more in the CUDA simulator, which is no GPU)",
+    )  # fmt: skip
     parser.add_argument("--small", action="store_true", help="CI sizes (device-check --small)")
     args, options = parser.parse_known_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     options = [*(["--small"] if args.small else []), *options]
     commands = {part: part_command(part, args.out, options) for part in PARTS}
-    return run_parts(commands, estimates(args.small), args.budget, args.out)
+    return run_parts(commands, estimates(args.small), args.budget, args.out, args.slack)
 
 
 if __name__ == "__main__":

@@ -13,9 +13,9 @@ image's cannot drift::
 The closure (:func:`closure`) starts from the project wheel's ``Requires-Dist``, evaluates each
 marker for Linux x86_64 and the target Python, follows the extras asked for, leaves a name of
 :data:`IMAGE` to the image unless :data:`PINNED` names it, and downloads any other as one
-``manylinux`` wheel (``pip download --no-deps --only-binary=:all:``), whose own requirements it
-follows in turn. The folder's ``*.whl`` are replaced; their total must stay under
-:data:`LIMIT_MIB` (the device tool carries 64 MiB with the checkout).
+``manylinux`` wheel (``pip download --no-deps --only-binary=:all:``, one call per level of the
+tree), whose own requirements it follows in turn. The folder's ``*.whl`` are replaced; their
+total must stay under :data:`LIMIT_MIB` (the device tool carries 64 MiB with the checkout).
 """
 
 from __future__ import annotations
@@ -78,8 +78,8 @@ PLATFORMS = (
     "manylinux1_x86_64",
 )
 
-#: A package's version and ``Requires-Dist`` lines, for the requirement it is fetched for.
-Metadata = Callable[[Requirement], tuple[str, list[str]]]
+#: The version and ``Requires-Dist`` lines of each package, for the requirements it is fetched for.
+Metadata = Callable[[list[Requirement]], list[tuple[str, list[str]]]]
 
 
 class WheelhouseError(RuntimeError):
@@ -122,30 +122,37 @@ def closure(
     """The packages to carry and their versions: every package that ``requires`` needs, directly
     or through another carried one, and :data:`IMAGE` lacks, and those of :data:`PINNED`.
 
-    ``metadata`` gives a package's version and requirements (a download, or the installed one).
-    Raises :class:`WheelhouseError` when a pin misses a requirement's range."""
+    ``metadata`` gives packages' versions and requirements (downloads, or the installed ones),
+    one call per level of the dependency tree. Raises :class:`WheelhouseError` when a pin misses
+    a requirement's range."""
     versions: dict[NormalizedName, str] = {}
     requirements: dict[NormalizedName, list[str]] = {}
     followed: dict[NormalizedName, set[str]] = {}  # the extras followed ("": the package itself)
-    queue = _applying(requires, env, {""})
-    while queue:
-        requirement = queue.pop(0)
-        name = canonicalize_name(requirement.name)
-        pin = PINNED.get(name)
-        if pin is not None and not requirement.specifier.contains(pin, prereleases=True):
-            raise WheelhouseError(
-                f"{name}=={pin} (PINNED in gpu_envs/device_check/wheelhouse.py) does not satisfy "
-                f"{requirement}: move the pin into that range"
-            )
-        if name in IMAGE and pin is None:
-            continue
-        if name not in versions:
-            fetch = Requirement(f"{name}=={pin}" if pin else f"{name}{requirement.specifier}")
-            versions[name], requirements[name] = metadata(fetch)
+    level = _applying(requires, env, {""})
+    while level:
+        carried, fetch = [], {}
+        for requirement in level:
+            name = canonicalize_name(requirement.name)
+            pin = PINNED.get(name)
+            if pin is not None and not requirement.specifier.contains(pin, prereleases=True):
+                raise WheelhouseError(
+                    f"{name}=={pin} (PINNED in gpu_envs/device_check/wheelhouse.py) does not "
+                    f"satisfy {requirement}: move the pin into that range"
+                )
+            if name in IMAGE and pin is None:
+                continue
+            carried.append((name, requirement))
+            if name not in versions and name not in fetch:
+                spec = f"=={pin}" if pin else str(requirement.specifier)
+                fetch[name] = Requirement(f"{name}{spec}")
+        for name, found in zip(fetch, metadata(list(fetch.values())) if fetch else []):
+            versions[name], requirements[name] = found
             followed[name] = set()
-        extras = ({""} | set(requirement.extras)) - followed[name]
-        followed[name] |= extras
-        queue += _applying(requirements[name], env, extras)
+        level = []
+        for name, requirement in carried:
+            extras = ({""} | set(requirement.extras)) - followed[name]
+            followed[name] |= extras
+            level += _applying(requirements[name], env, extras)
     return versions
 
 
@@ -171,16 +178,18 @@ def _wheel_of(folder: Path, name: str) -> Path:
 
 
 def downloader(folder: Path, python_version: str) -> Metadata:
-    """:data:`Metadata` that downloads the wheel for CPython ``python_version`` on Linux x86_64
+    """:data:`Metadata` that downloads the wheels for CPython ``python_version`` on Linux x86_64
     into ``folder``."""
     platforms = [f"--platform={platform}" for platform in PLATFORMS]
 
-    def download(requirement: Requirement) -> tuple[str, list[str]]:
+    def download(requirements: list[Requirement]) -> list[tuple[str, list[str]]]:
         _pip(
             "download", "--quiet", "--no-deps", "--only-binary=:all:", "--implementation=cp",
-            f"--python-version={python_version}", *platforms, f"--dest={folder}", str(requirement),
+            f"--python-version={python_version}", *platforms, f"--dest={folder}",
+            *map(str, requirements),
         )  # fmt: skip
-        return wheel_metadata(_wheel_of(folder, canonicalize_name(requirement.name)))
+        names = [canonicalize_name(requirement.name) for requirement in requirements]
+        return [wheel_metadata(_wheel_of(folder, name)) for name in names]
 
     return download
 

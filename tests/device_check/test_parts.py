@@ -20,7 +20,6 @@ def python(code: str) -> list[str]:
 
 
 def test_a_crash_or_a_hang_in_one_part_does_not_stop_the_next(monkeypatch, tmp_path):
-    monkeypatch.setattr(parts, "SLACK_S", 1.0)
     monkeypatch.setattr(parts, "GRACE_S", 0.5)
     commands = {
         "crash": python("import os; os.abort()"),
@@ -28,7 +27,7 @@ def test_a_crash_or_a_hang_in_one_part_does_not_stop_the_next(monkeypatch, tmp_p
         "deaf": python("import signal as s, time; s.signal(s.SIGTERM, s.SIG_IGN); time.sleep(60)"),
         "fine": python("print('fine')"),
     }  # fmt: skip
-    code = parts.run_parts(commands, {}, budget_s=60.0, out=tmp_path)
+    code = parts.run_parts(commands, {}, budget_s=60.0, out=tmp_path, slack_s=1.0)
     record = json.loads((tmp_path / "device-check-parts.json").read_text())
     results = record["parts"]
     assert code == 1
@@ -40,10 +39,9 @@ def test_a_crash_or_a_hang_in_one_part_does_not_stop_the_next(monkeypatch, tmp_p
     assert record["versions"]["gpu-envs"].startswith("0.") and "numba.cuda" in record["versions"]
 
 
-def test_a_part_gets_twice_its_estimate_within_the_budget(monkeypatch, tmp_path):
-    monkeypatch.setattr(parts, "SLACK_S", 0.5)
+def test_a_part_gets_twice_its_estimate_within_the_budget(tmp_path):
     commands = {"slow": python("import time; time.sleep(2)"), "next": python("pass")}
-    assert parts.run_parts(commands, {"slow": 1.0, "next": 9.0}, 1.5, tmp_path) == 1
+    assert parts.run_parts(commands, {"slow": 1.0, "next": 9.0}, 1.5, tmp_path, 0.5) == 1
     results = json.loads((tmp_path / "device-check-parts.json").read_text())["parts"]
     assert results["slow"]["limit_s"] == 1.5 and results["slow"]["timed_out"]  # the budget's
     assert results["next"] == {"exit": None, "skipped": "the budget is spent"}
