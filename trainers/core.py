@@ -60,6 +60,7 @@ from gpu_envs.trainers.evaluation import (
     record_video,
 )
 from gpu_envs.trainers.game_faces import make_game
+from gpu_envs.trainers.memory_budget import check_run_memory
 from gpu_envs.trainers.opponents import make_pool
 from gpu_envs.trainers.played_episode import DrawnFrames, draws_frames
 from gpu_envs.trainers.policy import ContinuousActions, make_network
@@ -132,6 +133,8 @@ class TrainingRun:
         self.dist = dist or OneProcess()
         self.rank, self.world_size = self.dist.global_rank, self.dist.world_size
         self.num_envs = tc.envs_per_rank(self.world_size)  # this rank's
+        # before anything large is allocated or written: refused if the run does not fit
+        check_run_memory(config, device, self.world_size, self.rank, game, agent_map)
         self.game = game or make_game(config.name, self.num_envs, device, config.env)
         self.nvec = self.game.action_nvec
         agent_map = agent_map or self.game.default_agent_map(list(config.policy))

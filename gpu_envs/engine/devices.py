@@ -174,3 +174,11 @@ def available_cpu_memory() -> int | None:
     except (ImportError, OSError, ValueError):
         pass
     return min(candidates) if candidates else None
+
+
+def available_memory(device: torch.device) -> int | None:
+    """Bytes still free for tensors on ``device``: a GPU's free memory, the host's
+    :func:`available_cpu_memory` for the CPU; None when it cannot be read."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    return available_cpu_memory()

@@ -86,6 +86,12 @@ def fields_table() -> str:
         "`seed % 2**32` (the same as before for seeds below 2**32; the trainer draws nothing "
         "from them).",
         "",
+        "Memory: before a run allocates its envs, each process estimates what it will hold (the "
+        "env buffers, each policy's rollout buffers and update temporaries for "
+        "`trainer.train_batch_size`, the networks with gradients and Adam's state, the "
+        "evaluation envs; `gpu_envs.trainers.memory_budget`) and refuses a run that does not fit "
+        "in the memory its device has left, naming the fields to lower and both sizes.",
+        "",
         "| field | type | default | rule | meaning |",
         "|---|---|---|---|---|",
     ]
