@@ -341,9 +341,10 @@ def _launch_and_fit(config: RunConfig, resume) -> dict:
     try:
         return trainer.fit()
     except BaseException as error:
-        if isinstance(error, KeyboardInterrupt) or trainer.status is None:
-            # a second Ctrl-C (no checkpoint now), or a run that never started (a full disk
-            # refused its status, say): a new run without any checkpoint goes
+        never_started = run_control.read_status(trainer.root)["status"] == "unknown"
+        if isinstance(error, KeyboardInterrupt) or never_started:
+            # a second Ctrl-C (no checkpoint now), or a run that could not record its start (a
+            # full disk, say): a new run without any checkpoint goes
             trainer.discard_if_empty()
         raise
 

@@ -66,11 +66,22 @@ def test_debug_shows_the_traceback_too(how, tmp_path):
     assert done.stderr.strip().splitlines()[-1].startswith("gpu-envs train: error: You selected")
 
 
+#: The run's first status (``running``, once it is built) cannot be written: the disk is full.
+STATUS_DISK_FULL = """
+import errno, os
+from gpu_envs.runs import run_control
+def _full(folder, status, **details):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(folder / run_control.STATUS_FILE))
+run_control.write_status = _full
+"""
+
+
 @pytest.mark.slow
-def test_a_full_disk_is_one_line_and_leaves_no_run_folder(tmp_path):
-    """The first write of a new run (its lock's PID) fails as on a full disk: before, a raw
-    traceback and a folder holding only run.lock."""
-    done = run_gpu_envs(*TINY, f"saving.basedir={tmp_path}", prelude=DISK_FULL, fake_root=tmp_path)
+@pytest.mark.parametrize("prelude", [DISK_FULL, STATUS_DISK_FULL], ids=["lock", "status"])
+def test_a_full_disk_is_one_line_and_leaves_no_run_folder(prelude, tmp_path):
+    """The first write of a new run (its lock's PID), or its first status, fails as on a full
+    disk: before, a raw traceback and a folder holding only run.lock (or no status)."""
+    done = run_gpu_envs(*TINY, f"saving.basedir={tmp_path}", prelude=prelude, fake_root=tmp_path)
     line = _refused(done, "gpu-envs train: error: No space left on device")
     assert line.endswith("; free some space there, or write elsewhere (saving.basedir=FOLDER)")
     assert not _run_folders(tmp_path)
