@@ -1,21 +1,23 @@
-"""Compile the kernels of every parity check at once, one process per game, before the checks.
+"""Compile the kernels of every parity check at once, one process per check, before the checks.
 
 numba compiles a game's CPU loops and CUDA kernels on one core, for tens of seconds per game and
 dtype on a cold cache (the first run on a fresh machine); the parity checks, one after the other,
-would pay them in series. :func:`warm_caches` runs each game's checks' envs for one step in a
-process of its own instead, as many at once as there are cores: they fill numba's disk cache, and
-the checks that follow load from it. ``python -m gpu_envs.device_check.compile DEVICE SPECS_JSON``
-is one such process.
+would pay them in series. :func:`warm_caches` runs each check's envs for one step in its own
+process instead, as many at once as there are cores: they fill numba's disk cache, and the checks
+that follow load from it. ``python -m gpu_envs.device_check.compile DEVICE SPEC_JSON`` is
+one such process.
 
-One process per game, its checks in turn, not one per check: numba's cache index of a function
-is read, extended and written back by each process that compiles a new signature of it, with no
-lock, and two processes adding the float32 and float64 signatures of one game's kernels at once
-may both pick the same data file name, leaving an index entry that points at the other
-signature's code. The games share no cached function with different signatures.
+numba reads a function's cache index, adds the signature it compiled and writes the index back
+with no lock: two processes adding the float32 and float64 signatures of one game's kernels at
+once may both pick the same data file name, leaving an index entry that points at the other
+signature's code. Each process therefore saves under an exclusive lock per index
+(:func:`lock_cache_saves`, numba's and numba-cuda's cache files alike).
 """
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import json
 import os
 import subprocess
@@ -40,23 +42,17 @@ def warm_caches(specs: Sequence[ParitySpec], device: str, workers: int | None = 
     the wall time. A process that fails is named in the row (its check then compiles, and shows
     the error, by itself)."""
     unique = list({json.dumps(s.to_json(), sort_keys=True): s for s in specs}.values())
-    games: dict[str, list[ParitySpec]] = {}
-    for spec in unique:
-        games.setdefault(spec.game, []).append(spec)
-    workers = max(1, min(len(games), workers or os.cpu_count() or 1))
+    workers = max(1, min(len(unique), workers or os.cpu_count() or 1))
 
-    def compile_apart(group: list[ParitySpec]) -> list[str]:
-        command = [sys.executable, "-m", __name__, device, json.dumps([s.to_json() for s in group])]
+    def compile_apart(spec: ParitySpec) -> str | None:
+        command = [sys.executable, "-m", __name__, device, json.dumps(spec.to_json())]
         done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        lines = done.stderr.strip().splitlines()
-        named = [line.removeprefix(FAILED) for line in lines if line.startswith(FAILED)]
-        if done.returncode == 0 or named:
-            return named
-        return [f"{group[0].game}: {(lines or ['no message'])[-1]}"]
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        return None if done.returncode == 0 else f"{spec.game} ({spec.setting}): {last}"
 
     start = time.perf_counter()
     with ThreadPoolExecutor(workers) as pool:
-        failed = [error for errors in pool.map(compile_apart, games.values()) for error in errors]
+        failed = [error for error in pool.map(compile_apart, unique) if error is not None]
     seconds = time.perf_counter() - start
     result = f"{len(unique)} env configs in {workers} processes: {seconds:.1f} s"
     if failed:
@@ -71,24 +67,38 @@ def warm_caches(specs: Sequence[ParitySpec], device: str, workers: int | None = 
     return [Row("kernel compile", f"parity envs, cpu and {device}", result, "", record)]
 
 
-#: How a process of :func:`warm_caches` names a check it could not compile, on stderr.
-FAILED = "compile failed: "
+_LOCKED: set[type] = set()
+
+
+def lock_cache_saves() -> None:
+    """From now on in this process, numba's disk-cache saves (CPU and CUDA) each hold an
+    exclusive ``flock`` on ``<index>.lock`` beside the cache index while they read the index,
+    pick a data file name and write both, so that processes compiling into one cache at once do
+    not lose or cross entries."""
+    from numba.core import caching
+    from numba.cuda.core import caching as cuda_caching
+
+    for cache_file in (caching.IndexDataCacheFile, cuda_caching.IndexDataCacheFile):
+        if cache_file in _LOCKED:
+            continue
+        save = cache_file.save
+
+        @functools.wraps(save)
+        def locked_save(self, key, data, _save=save):
+            with open(f"{self._index_path}.lock", "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+                _save(self, key, data)
+
+        cache_file.save = locked_save  # type: ignore[method-assign]
+        _LOCKED.add(cache_file)
 
 
 def main(argv: Sequence[str]) -> int:
-    """One process of :func:`warm_caches`: ``argv`` is ``DEVICE SPECS_JSON`` (one game's checks,
-    compiled in turn; each failure named on stderr)."""
-    device, specs = argv
-    status = 0
-    for data in json.loads(specs):
-        spec = ParitySpec.from_json(data)
-        try:
-            compile_spec(spec, device)
-        except Exception as error:  # (the next check still compiles)
-            message = f"{type(error).__name__}: {error}".splitlines()[0]
-            print(f"{FAILED}{spec.game} ({spec.setting}): {message}", file=sys.stderr)
-            status = 1
-    return status
+    """One process of :func:`warm_caches`: ``argv`` is ``DEVICE SPEC_JSON``."""
+    device, spec = argv
+    lock_cache_saves()
+    compile_spec(ParitySpec.from_json(json.loads(spec)), device)
+    return 0
 
 
 if __name__ == "__main__":
