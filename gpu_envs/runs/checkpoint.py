@@ -294,7 +294,7 @@ def recorded_best(path: str | Path) -> float:
         found = f"it cannot be read ({str(error).split('. ')[0]})"
     else:
         score = state.get("best_eval") if isinstance(state, dict) else None
-        if type(score) in (int, float) and math.isfinite(score):
+        if isinstance(score, int | float) and not isinstance(score, bool) and math.isfinite(score):
             return float(score)
         found = f"it records the score {short_repr(score)}"
     warnings.warn(

@@ -63,7 +63,7 @@ class Spec:
 
 
 @dataclass(frozen=True)
-class Tensor(Spec):
+class TensorSpec(Spec):
     """A dense, contiguous CPU tensor of ``shape`` (None: any size on that axis) and one of
     ``dtypes``; ``finite``: no NaN or inf; ``nonnegative``: no value below 0. A bool tensor holds
     only 0 and 1 bytes."""
@@ -97,7 +97,7 @@ class Tensor(Spec):
 
 
 @dataclass(frozen=True)
-class Int(Spec):
+class IntSpec(Spec):
     """A Python int (not a bool) from ``low`` to ``MAX_COUNT``."""
 
     low: int = 0
@@ -112,7 +112,7 @@ FINITE = sys.float_info.max
 
 
 @dataclass(frozen=True)
-class Number(Spec):
+class NumberSpec(Spec):
     """A Python int or float (not a bool, not NaN) from ``low`` to ``high``, ``what`` in words."""
 
     low: float
@@ -125,7 +125,7 @@ class Number(Spec):
 
 
 @dataclass(frozen=True)
-class Equal(Spec):
+class Same(Spec):
     """Exactly ``value`` (of its type: ``True`` is not ``1``; a list may be saved as a tuple)."""
 
     value: Any
@@ -189,7 +189,7 @@ class ListOf(Spec):
 
 
 @dataclass(frozen=True)
-class Optional(Spec):
+class NoneOr(Spec):
     """None, or a value fitting ``spec``."""
 
     spec: Spec
@@ -199,7 +199,7 @@ class Optional(Spec):
             self.spec.check(value, field)
 
 
-class Plain(Spec):
+class PlainData(Spec):
     """A mapping of plain data (what a YAML config holds): str-keyed mappings, lists, str, int,
     float, bool, None."""
 
@@ -232,16 +232,16 @@ def like(value: Any, finite: bool = False) -> Spec:
     (``finite``: floating ones without NaN or inf), mappings of its keys, lists of its length,
     non-negative ints, numbers, and any other value equal to it."""
     if isinstance(value, torch.Tensor):
-        return Tensor(tuple(value.shape), (value.dtype,), finite=finite)
+        return TensorSpec(tuple(value.shape), (value.dtype,), finite=finite)
     if isinstance(value, Mapping):
         return Record({k: like(v, finite) for k, v in value.items()})
     if isinstance(value, list | tuple):
         return Items(tuple(like(v, finite) for v in value))
     if type(value) is int:
-        return Int()
+        return IntSpec()
     if type(value) is float:
-        return Number(-math.inf, math.inf, "a number")
-    return Equal(value)
+        return NumberSpec(-math.inf, math.inf, "a number")
+    return Same(value)
 
 
 def adam_spec(optimizer: torch.optim.Optimizer) -> Spec:
@@ -256,18 +256,18 @@ def adam_spec(optimizer: torch.optim.Optimizer) -> Spec:
     for group in optimizer.param_groups:
         params = group["params"]
         hyper = {k: _hyper_spec(k, v) for k, v in group.items() if k != "params"}
-        hyper["params"] = Equal(list(range(first, first + len(params))))
+        hyper["params"] = Same(list(range(first, first + len(params))))
         required = {"params", "lr", "betas", "eps"}
         groups.append(Record(hyper, optional=frozenset(set(hyper) - required)))
         for index, param in enumerate(params, first):
             shape = (tuple(param.shape), (param.dtype,))
             fields = {
-                "step": Tensor((), (torch.float32, torch.get_default_dtype()), True, True),
-                "exp_avg": Tensor(*shape, finite=True),
-                "exp_avg_sq": Tensor(*shape, finite=True, nonnegative=True),
+                "step": TensorSpec((), (torch.float32, torch.get_default_dtype()), True, True),
+                "exp_avg": TensorSpec(*shape, finite=True),
+                "exp_avg_sq": TensorSpec(*shape, finite=True, nonnegative=True),
             }
             if group.get("amsgrad"):
-                fields["max_exp_avg_sq"] = Tensor(*shape, finite=True, nonnegative=True)
+                fields["max_exp_avg_sq"] = TensorSpec(*shape, finite=True, nonnegative=True)
             moments[index] = Record(fields)
         first += len(params)
     return Record(
@@ -280,15 +280,15 @@ def adam_spec(optimizer: torch.optim.Optimizer) -> Spec:
 
 def _hyper_spec(key: str, value: Any) -> Spec:
     if key == "betas":
-        beta = Number(0.0, 1.0 - 1e-12, "a number in [0, 1)")
+        beta = NumberSpec(0.0, 1.0 - 1e-12, "a number in [0, 1)")
         return Items((beta, beta))
     if type(value) in (int, float):  # lr, eps, weight_decay
-        return Number(0.0, FINITE, "a finite number >= 0")
-    return Equal(value)  # flags and None: this run's
+        return NumberSpec(0.0, FINITE, "a finite number >= 0")
+    return Same(value)  # flags and None: this run's
 
 
 @dataclass(frozen=True)
-class Loose(Spec):
+class AnyData(Spec):
     """Str-keyed mappings and lists of CPU tensors and plain data: a state this run does not
     restore, which need only be data."""
 
@@ -316,14 +316,14 @@ def pool_spec(pool: Mapping | None, models: Mapping[str, Mapping], longest: int)
     ``models``, a rollout count and the generator's state. A run without a pool restores none:
     the checkpoint's is None or only needs to look like one."""
     if pool is None:
-        loose = {"initial": Loose(), "snapshots": Loose(), "rollouts": Int()}
-        return Optional(Record({**loose, "generator": Tensor((None,), (torch.uint8,))}))
+        loose = {"initial": AnyData(), "snapshots": AnyData(), "rollouts": IntSpec()}
+        return NoneOr(Record({**loose, "generator": TensorSpec((None,), (torch.uint8,))}))
     weights = {tag: like(state, finite=True) for tag, state in models.items()}
     return Record(
         {
             "initial": Record(weights),
             "snapshots": Record({tag: ListOf(spec, longest) for tag, spec in weights.items()}),
-            "rollouts": Int(),
+            "rollouts": IntSpec(),
             "generator": like(pool["generator"]),
         }
     )
@@ -334,7 +334,7 @@ def rank_spec(rank: Mapping[str, Any]) -> Record:
     (``cuda`` may be missing, or of any size where this run has no GPU) and its envs' buffers with
     the rollout's carry-over (all of them, or none: the envs then start new episodes)."""
     fields = {key: like(value) for key, value in rank.items()}
-    fields.setdefault("cuda", Tensor((None,), (torch.uint8,)))
+    fields.setdefault("cuda", TensorSpec((None,), (torch.uint8,)))
     carry = frozenset(fields) - {"torch", "cuda"}
     return Record(fields, optional=carry | {"cuda"}, together=(carry,))
 
@@ -358,25 +358,25 @@ def training_spec(
     policies = {}
     for tag, model in models.items():
         optimizer = optimizers[tag]
-        saved = Loose() if optimizer is None else adam_spec(optimizer)
-        policies[tag] = Record({"model": like(model, finite=True), "optimizer": Optional(saved)})
+        saved = AnyData() if optimizer is None else adam_spec(optimizer)
+        policies[tag] = Record({"model": like(model, finite=True), "optimizer": NoneOr(saved)})
     return Record(
         {
-            "format": Equal(FORMAT),
-            "iteration": Int(),
-            "env_step": Int(),
-            "num_iterations": Int(1),
+            "format": Same(FORMAT),
+            "iteration": IntSpec(),
+            "env_step": IntSpec(),
+            "num_iterations": IntSpec(1),
             "counters": Record(
                 {
-                    "total_episodes": Int(),
-                    "train_seconds": Number(0.0, FINITE, "a finite number >= 0"),
-                    "evaluations": Int(),
+                    "total_episodes": IntSpec(),
+                    "train_seconds": NumberSpec(0.0, FINITE, "a finite number >= 0"),
+                    "evaluations": IntSpec(),
                 }
             ),
-            "best_eval": Number(-math.inf, FINITE, "a finite number, or -inf (no evaluation yet)"),
-            "config": Plain(),
+            "best_eval": NumberSpec(-math.inf, FINITE, "a finite number, or -inf (no evaluation)"),
+            "config": PlainData(),
             "spaces": Record(
-                {key: Equal(value) for key, value in spaces.items()},
+                {key: Same(value) for key, value in spaces.items()},
                 optional=frozenset({"continuous"}),
             ),
             "policies": Record(policies),
@@ -390,7 +390,7 @@ def training_spec(
 
 #: Either action sampler's state (``trainers.sampling``): the numba one's draw counter, which the
 #: torch one has none of (a checkpoint may come from a run on another device, with the other one).
-SAMPLER = Record({"counter": Int()}, optional=frozenset({"counter"}))
+SAMPLER = Record({"counter": IntSpec()}, optional=frozenset({"counter"}))
 
 
 def check(state: Mapping, path: str | Path, spec: Spec) -> None:
