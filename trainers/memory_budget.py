@@ -77,10 +77,12 @@ def check_run_memory(
         if game is None:
             probe.close()
     sharing = max(1, world_size // config.trainer.num_nodes) if device.type == "cpu" else 1
-    needed = sharing * sum(part.size for part in parts)
+    total = sum(part.size for part in parts)
+    needed = sharing * total
     if needed <= free:
         return
-    largest = sorted((part for part in parts if part.size), key=lambda part: -part.size)
+    # the parts worth lowering (1% of the total or more), largest first
+    largest = sorted((p for p in parts if 100 * p.size >= total), key=lambda p: -p.size)
     each = f" ({sharing} processes on this machine)" if sharing > 1 else ""
     raise ConfigError(
         f"{largest[0].fields[0]}: the run needs about {_size(needed)} of memory on {device}"
