@@ -36,6 +36,7 @@ _PLAIN_INTEGERS = (int, np.int64)
 #: What a SingleEnv drops when copied or pickled: views of its batch's memory and compiled code,
 #: bound again in the copy.
 _BOUND = (
+    "_state",
     "_loop",
     "_loop_args",
     "_reset_loop",
