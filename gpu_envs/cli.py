@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import errno
 import importlib
 import os
@@ -197,7 +198,8 @@ def _exit_quietly_on_signals(status: int) -> None:
     ``status`` (the command's), instead of a ``KeyboardInterrupt`` traceback from an exit
     handler or a death by signal."""
     for stream in (sys.stdout, sys.stderr):
-        stream.flush()
+        with contextlib.suppress(OSError, ValueError):  # (a closed pipe, a closed stream)
+            stream.flush()
 
     def exit_now(number: int, frame) -> None:
         os._exit(status)
