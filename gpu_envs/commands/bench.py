@@ -14,7 +14,7 @@ from gpu_envs.games import GAMES
 
 #: Benchmark name -> its module: each game's (``gpu_envs.games``: ``NAME`` and ``train-NAME``),
 #: then SB3's PPO, DDP scaling, the step's overhead, one env and worker processes against
-#: gymnasium's, and training against PureJaxRL.
+#: gymnasium's, training against PureJaxRL, and the whole main job against PureJaxRL's script.
 BENCHMARKS = {
     **{game.name: game.benchmark for game in GAMES.values() if game.benchmark},
     **{
@@ -27,6 +27,7 @@ BENCHMARKS = {
     "overhead": "gpu_envs.benchmarks.step_overhead",
     "felt-speed": "gpu_envs.benchmarks.felt_speed",
     "train-cartpole-purejaxrl": "gpu_envs.benchmarks.train_cartpole_purejaxrl",
+    "main-job": "gpu_envs.benchmarks.whole_command",
 }
 
 
