@@ -6,11 +6,11 @@ fields that size it:
 - env buffers: the game's kernel buffers (``KernelEnv.buffer_layout``, measured on a one-env
   probe and scaled to the rank's envs; an env from outside the engine counts its observations);
 - rollout buffers: each policy's ``RolloutBuffer`` [T, E, n, ...], the collector's per-step
-  outputs and episode snapshots, and the learner's per-sample temporaries (GAE, returns,
-  normalised advantages, weights);
+  outputs and episode snapshots, the learner's per-sample temporaries (GAE, returns, normalised
+  advantages, weights), and a minibatch's activations with their gradients (all of
+  ``trainer.train_batch_size`` in one minibatch for A2C);
 - networks: each policy's weights, with gradients and Adam's two moments when trained (and DDP's
-  gradient buckets), the frozen opponents' snapshots, and the activations of a minibatch kept for
-  the backward pass;
+  gradient buckets), and the frozen opponents' snapshots;
 - evaluation envs: the evaluator's share of ``evaluation.num_episodes`` envs, its returns and
   the activations of a forward pass over them.
 
@@ -30,7 +30,7 @@ import torch
 
 from gpu_envs.engine import devices
 from gpu_envs.engine.kernel_env import KernelEnv
-from gpu_envs.runs.config import ConfigError, RunConfig
+from gpu_envs.runs.config import ConfigError, PolicyConfig, RunConfig
 from gpu_envs.trainers.evaluation import episode_shares
 from gpu_envs.trainers.game_faces import make_game
 from gpu_envs.trainers.policy import ActorCritic, action_dtype
@@ -149,7 +149,7 @@ def _env_bytes(game) -> int:
     return 2 * game.num_agents * game.obs_dim * _FLOAT
 
 
-def _network_params(obs_dim: int, nvec, cfg) -> int:
+def _network_params(obs_dim: int, nvec, cfg: PolicyConfig) -> int:
     """Parameters of the policy's network, counted on the meta device (nothing allocated)."""
     with torch.device("meta"):
         network = ActorCritic(obs_dim, nvec, dataclasses.replace(cfg.model, ortho_init=False))

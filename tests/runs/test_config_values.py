@@ -78,7 +78,7 @@ NOT_BOOLEANS = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(field=st.sampled_from(BOOL_FIELDS), value=NOT_BOOLEANS)
 def test_boolean_fields_refuse_other_values_naming_the_field(field, value):
     """A YAML file's value, a ``KEY=VALUE`` override and a command-line flag's value alike."""
@@ -124,7 +124,7 @@ def test_a_negative_progress_bar_is_refused_by_the_command():
 SEEDS = st.one_of(st.integers(0, 2**33), st.integers(0, MAX_SEED), st.integers(MAX_SEED - 10**4))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(
     seed=SEEDS,
     num_envs=st.integers(1, 2000),
