@@ -180,22 +180,21 @@ class CPUDriver:
         for small batches (or when the process runs one numba thread,
         :func:`~gpu_envs.kernels.threads.process_threads`), else an :class:`AdaptiveStep` over
         the compiled parallel and serial loops, whose parallel loop runs that many threads."""
-        count = threads.process_threads()
-        if self._step_loop(num_envs, count) is self.step_serial:
-            return self.compiled_step(num_envs, *arguments)
         signature = (numba.typeof(num_envs), *map(numba.typeof, arguments))
+        serial = self.step_serial.compile(signature)
+        # (a small batch does not read the thread count)
+        if num_envs < self.parallel_min_envs or (count := threads.process_threads()) < 2:
+            return serial
         parallel = self.step_parallel.compile(signature)
         choice = _LOOP_CHOICES.setdefault((parallel, num_envs), LoopChoice())
-        serial = self.step_serial.compile(signature)
         return AdaptiveStep(parallel, serial, choice=choice, threads=count)
 
-    def _step_loop(self, num_envs: int, count: int | None = None) -> Callable:
+    def _step_loop(self, num_envs: int) -> Callable:
         """The parallel loop from ``parallel_min_envs`` envs on when the process runs 2+ threads
-        (``count``, by default :func:`~gpu_envs.kernels.threads.process_threads`)."""
-        if num_envs < self.parallel_min_envs:
+        (:func:`~gpu_envs.kernels.threads.process_threads`)."""
+        if num_envs < self.parallel_min_envs or threads.process_threads() < 2:
             return self.step_serial
-        count = threads.process_threads() if count is None else count
-        return self.step_parallel if count > 1 else self.step_serial
+        return self.step_parallel
 
     def reset(self, num_envs: int, mask, args: tuple) -> None:
         """Reset the envs where ``mask`` is True."""
