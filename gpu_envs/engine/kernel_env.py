@@ -534,8 +534,8 @@ class KernelEnv:
             # the first seeding covers every env, so that envs outside a first partial reset
             # still get their own seeds (not all the same start state)
             self.seed_envs(mask if self._seeded else torch.ones_like(mask), seed)
-        if self._fresh_outputs:  # the last step's obs went to the caller: reset the env's own
-            self._rebind(self.step_outputs[0], self._own_obs)
+        if self._fresh_outputs and self._copy_outputs:  # the last step's obs is the caller's
+            self._rebind(self.step_outputs[0], self._own_obs)  # (lean: the kernels' already)
         first_compile.announce(self.game, self.kernel_target, self._driver)
         with devices.numba_context(self.device):
             self._driver.reset(
@@ -737,7 +737,12 @@ class KernelEnv:
 
     def buffers_state(self) -> dict[str, torch.Tensor]:
         """Copies of every buffer but scratch, as stored: the envs' whole state for a checkpoint
-        (``load_buffers_state`` puts it back and the envs continue bit for bit)."""
+        (``load_buffers_state`` puts it back and the envs continue bit for bit).
+
+        The observations are the env's own, whatever the caller did to those it was given. A CPU
+        step with fresh outputs (classic control) hands out its rewards and flags without a copy
+        and never reads them back (the next step writes them whole): those three buffers are the
+        last step's as the caller holds them."""
         self._check_open()
         return {
             name: tensor.clone()
