@@ -35,7 +35,6 @@ def test_every_runtime_dependency_is_in_the_image_or_the_wheelhouse():
     requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     carried = closure(requires, installed, environment("3.12"))
     assert set(carried) == MISSING | set(PINNED)
-    assert {name: carried[name] for name in PINNED} == PINNED
     for line in requires:
         name = canonicalize_name(Requirement(line).name)
         assert name in IMAGE or name in carried, name
