@@ -15,12 +15,14 @@ marker for Linux x86_64 and the target Python, follows the extras asked for, lea
 :data:`IMAGE` to the image unless :data:`PINNED` names it, and downloads any other as one
 ``manylinux`` wheel (``pip download --no-deps --only-binary=:all:``, one call per level of the
 tree), whose own requirements it follows in turn. The folder's ``*.whl`` are replaced; their
-total must stay under :data:`LIMIT_MIB` (the device tool carries 64 MiB with the checkout).
+total must stay under :data:`LIMIT_MIB` (the device tool carries 64 MiB with the checkout). The
+checkout's ``build/`` (setuptools' scratch, whose stale files would ship) is removed.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -201,7 +203,10 @@ def build(folder: Path, project: Path, python_version: str) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob("*.whl"):
         old.unlink()
+    scratch = project / "build"  # setuptools' copies: a module deleted since would ship
+    shutil.rmtree(scratch, ignore_errors=True)
     _pip("wheel", "--quiet", "--no-deps", f"--wheel-dir={folder}", str(project))
+    shutil.rmtree(scratch, ignore_errors=True)
     _, requires = wheel_metadata(_wheel_of(folder, canonicalize_name("gpu-envs")))
     closure(requires, downloader(folder, python_version), environment(python_version))
     wheels = sorted(folder.glob("*.whl"))

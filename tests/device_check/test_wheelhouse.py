@@ -102,3 +102,21 @@ def test_a_folder_without_a_project_is_one_clear_error(tmp_path):
     assert done.stderr.strip() == (
         f"wheelhouse: error: {tmp_path} holds no pyproject.toml: give --project the checkout"
     )
+
+
+def test_the_project_wheel_is_built_without_setuptools_stale_copies(tmp_path, monkeypatch):
+    """setuptools packs what its build/lib holds: a module deleted from the checkout would ship."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    stale = tmp_path / "build" / "lib" / "gpu_envs" / "deleted_module.py"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("")
+    seen = []
+
+    def pip(*args):
+        seen.append((args[0], (tmp_path / "build").exists()))
+        raise WheelhouseError("stop here")
+
+    monkeypatch.setattr(wheelhouse, "_pip", pip)
+    with pytest.raises(WheelhouseError, match="stop here"):
+        wheelhouse.build(tmp_path / "wheels", tmp_path, "3.12")
+    assert seen == [("wheel", False)]
