@@ -81,7 +81,10 @@ class FusedAdamStep:
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Train on ``minibatch``: returns ``(statistics, grad_norm, log_ratio)``."""
         return self._run(
-            self._compiled, self._weights, [self._state(p) for p in self._parameters], minibatch
+            self._compiled,
+            self._weights,
+            [adam_state(self._optimizer, p) for p in self._parameters],
+            minibatch,
         )
 
     def epochs(
@@ -90,7 +93,7 @@ class FusedAdamStep:
         """Train ``epochs`` steps on the same ``minibatch`` in one compiled call: returns the sum
         over the steps of ``[*statistics, grad_norm]`` and the first step's largest ratio
         deviation (``ppo.max_ratio_deviation``)."""
-        states = [self._state(p) for p in self._parameters]
+        states = [adam_state(self._optimizer, p) for p in self._parameters]
         return self._run(self._compiled_epochs, self._weights, states, minibatch, epochs)
 
     def compile_for(self, minibatch: dict[str, torch.Tensor]) -> None:
@@ -134,12 +137,15 @@ class FusedAdamStep:
             *extra,
         )
 
-    def _state(self, parameter: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The optimizer's state of ``parameter``, created on first use as torch's Adam does."""
-        state = self._optimizer.state[parameter]
-        if not state:
-            state.update(_new_adam_state(parameter))
-        return state
+
+def adam_state(
+    optimizer: torch.optim.Optimizer, parameter: torch.Tensor
+) -> dict[str, torch.Tensor]:
+    """``optimizer``'s state of ``parameter``, created on first use as torch's Adam does."""
+    state = optimizer.state[parameter]
+    if not state:
+        state.update(_new_adam_state(parameter))
+    return state
 
 
 def _new_adam_state(parameter: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -1,14 +1,21 @@
 """How the policies learn: their optimizer, their gradient step (chosen once), one iteration.
 
-A trained policy's gradient step is one of three, chosen once by ``make_step`` when training
+A trained policy's gradient step is one of four, chosen once by ``make_step`` when training
 starts and kept in ``PolicyGroup.step``:
 
+- analytic (one process, ``policy.ActorCritic`` with a plain Adam: ``analytic_step.unsupported``
+  says when not): ``analytic_step.AnalyticStep``, the loss's gradient written out and torch's
+  fused Adam, nothing to compile, whatever ``trainer.compile`` says;
 - eager (``EagerStep``): ``ppo.minibatch_loss``, backward through Fabric (or Lightning's manual
   optimisation), the global grad-norm clipping, the optimizer's step;
 - compiled loss (``trainer.compile`` under DDP or Lightning): the same with the loss (forward and
   backward) through ``torch.compile``;
-- fused (``trainer.compile`` on one process with a plain Adam): ``fused_step.FusedAdamStep``, the
-  loss, its gradient, the clipping and Adam as one compiled graph.
+- fused (``trainer.compile`` on one process where the analytic step does not apply):
+  ``fused_step.FusedAdamStep``, the loss, its gradient, the clipping and Adam as one compiled
+  graph.
+
+``make_steps`` says on the console (``gpu_envs.engine.first_compile``'s logger) which step each
+policy trains with and why.
 
 ``ppo.update`` calls it once per minibatch: ``step(minibatch) -> (statistics, grad_norm,
 log_ratio)``; ``ppo.learn`` is one iteration's learning of every policy.
@@ -24,7 +31,7 @@ import torch
 
 from gpu_envs.engine import first_compile
 from gpu_envs.runs.config import PolicyConfig
-from gpu_envs.trainers import fused_step, ppo
+from gpu_envs.trainers import analytic_step, fused_step, ppo
 from gpu_envs.trainers.rollout import PolicyGroup, RolloutBuffer
 
 Backward = Callable[[torch.Tensor], None]
@@ -83,8 +90,10 @@ def make_step(
     nvec,
     compile_on: RolloutBuffer | None = None,
     fuse: bool = False,
+    analytic: bool = False,
 ) -> Callable | None:
-    """``group``'s gradient step: None for a frozen policy, else eager, or with ``compile_on`` (a
+    """``group``'s gradient step: None for a frozen policy; the analytic step when ``analytic``
+    (one process) and it applies (``why_not_analytic``); else eager, or with ``compile_on`` (a
     rollout buffer of the run's shapes) compiled now for every minibatch size an update of it
     makes: the fused step when ``fuse`` (one process) and the optimizer is a plain Adam, else the
     compiled loss.
@@ -95,10 +104,12 @@ def make_step(
     """
     if group.optimizer is None:
         return None
+    optimizer = _unwrapped(group.optimizer)
+    if analytic and why_not_analytic(group, one_process=True) is None:
+        return analytic_step.AnalyticStep(group.module, optimizer, group.config)
     eager = EagerStep(group, backward, nvec)
     if compile_on is None:
         return eager
-    optimizer = getattr(group.optimizer, "optimizer", group.optimizer)  # unwrap Fabric's
     if fuse and fused_step.supports(optimizer):
         step = fused_step.FusedAdamStep(
             group.module, optimizer, ppo.minibatch_loss, nvec, group.config
@@ -128,13 +139,44 @@ def make_steps(
     compile: bool,
     fuse: bool = False,
 ) -> None:
-    """Set every policy's ``step`` (``make_step``; with ``compile``, compiled on the shapes of its
-    rollout buffer, saying so and the time it took the first time in the process)."""
-    compiles = compile and any(group.optimizer is not None for group in groups)
+    """Set every policy's ``step`` (``make_step``): on one process (``fuse``) the analytic step
+    where it applies; else, with ``compile``, compiled on the shapes of its rollout buffer, saying
+    so and the time it took the first time in the process. Says which step each trained policy
+    trains with, and why."""
+    reasons = {
+        group.tag: why_not_analytic(group, one_process=fuse)
+        for group in groups
+        if group.optimizer is not None
+    }
+    for tag, reason in reasons.items():
+        first_compile.LOGGER.info("gradient step of policy %r: %s", tag, _said(reason, compile))
+    compiles = compile and any(reason is not None for reason in reasons.values())
     with first_compile.timed(COMPILING) if compiles else contextlib.nullcontext():
         for group in groups:
             buf = buffers[group.tag] if compile else None
-            group.step = make_step(group, backward, nvec, compile_on=buf, fuse=fuse)
+            group.step = make_step(group, backward, nvec, compile_on=buf, fuse=fuse, analytic=fuse)
+
+
+def why_not_analytic(group: PolicyGroup, one_process: bool) -> str | None:
+    """Why ``group`` cannot train with the analytic step; None when it can."""
+    if not one_process:
+        return "several processes: DDP averages the gradients in the module's own backward"
+    assert group.optimizer is not None
+    return analytic_step.unsupported(group.module, _unwrapped(group.optimizer))
+
+
+def _said(reason: str | None, compile: bool) -> str:
+    """The console's words for a policy's gradient step (``make_steps``)."""
+    if reason is None:
+        return "analytic (the loss's gradient written out, torch's fused Adam; nothing to compile)"
+    if compile:
+        return f"torch.compile, not the analytic step ({reason})"
+    return f"eager, not the analytic step ({reason}; trainer.compile=true would compile it)"
+
+
+def _unwrapped(optimizer) -> torch.optim.Optimizer:
+    """The torch optimizer inside Fabric's wrapper (or ``optimizer`` itself)."""
+    return getattr(optimizer, "optimizer", optimizer)
 
 
 def clip_gradients(parameters: list[torch.Tensor], max_norm: float) -> torch.Tensor:

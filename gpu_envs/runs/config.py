@@ -220,7 +220,9 @@ class TrainerConfig:
     rank that did not answer when known (Fabric's ``DDPStrategy(timeout=...)``; torch's default
     is 30 minutes)."""
     compile: bool = False
-    """``torch.compile`` each policy's gradient step (one process) or loss (DDP) at warm-up."""
+    """``torch.compile`` at warm-up where the analytic step (one process, an ``ActorCritic`` with a
+    plain Adam: ``trainers/analytic_step.py``, nothing to compile) does not apply: the whole
+    gradient step on one process, the loss under DDP."""
     cuda_graphs: bool = True
     """On CUDA, capture a rollout as one CUDA graph at warm-up and replay it
     (``trainers/cuda_graph_rollout.py``); ignored on the CPU and with opponents."""

@@ -198,16 +198,14 @@ def test_train_clock_stands_still_while_paused(monkeypatch):
     assert clock.seconds() == 8.0
 
 
-def test_compiled_training_fuses_the_gradient_step_and_resumes_its_adam_state(
-    tmp_path, monkeypatch
-):
-    from gpu_envs.trainers import fused_step
+def test_training_steps_all_epochs_in_one_call_and_resumes_its_adam_state(tmp_path, monkeypatch):
+    from gpu_envs.trainers import analytic_step
     from gpu_envs.trainers.fabric_loop import train
 
     epoch_calls = []
-    original_epochs = fused_step.FusedAdamStep.epochs
+    original_epochs = analytic_step.AnalyticStep.epochs
     monkeypatch.setattr(
-        fused_step.FusedAdamStep,
+        analytic_step.AnalyticStep,
         "epochs",
         lambda self, mb, epochs: epoch_calls.append(epochs) or original_epochs(self, mb, epochs),
     )
@@ -223,7 +221,7 @@ def test_compiled_training_fuses_the_gradient_step_and_resumes_its_adam_state(
             apply_overrides(preset("cartpole"), base + ["trainer.total_timesteps=256"])
         )
     )
-    # 4 iterations, each one fused call of its 10 whole-batch epochs
+    # 4 iterations, each one call of its 10 whole-batch epochs
     assert epoch_calls == [10] * 4
     train(
         RunConfig.from_dict(
