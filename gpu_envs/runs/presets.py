@@ -19,10 +19,10 @@ from gpu_envs.games.tag.params import seed_config
 # many envs with short rollouts (few step calls per sample), one full-batch minibatch (10 optimiser
 # steps per 512 samples), one hidden layer of 64 tanh units (a third fewer calls per gradient step
 # than 64x64, and it needs fewer samples: docs/benchmarks-trainers.md), and SB3 rl-zoo's discounting
-# (gamma 0.98, GAE lambda 0.8). The gradient step is compiled at warm-up (torch.compile of loss,
-# gradient, clipping and Adam as one graph: faster updates for seconds of compiling, measured in
-# docs/benchmarks-trainers.md). Stops at CartPole-v1's reward threshold (475, greedy evaluation
-# every 2 iterations).
+# (gamma 0.98, GAE lambda 0.8). On one process the gradient step is the analytic one
+# (trainers/analytic_step.py: the loss's gradient and Adam in a few dozen torch calls, nothing to
+# compile); compile=True applies only where it does not (several processes, another optimizer).
+# Stops at CartPole-v1's reward threshold (475, greedy evaluation every 2 iterations).
 CARTPOLE = dict(
     name="cartpole",
     env=dict(max_episode_steps=500),
