@@ -30,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -300,7 +301,10 @@ def _read_named(named: Path, mark_crashed: bool) -> ckpt.LoadedCheckpoint:
     """The checkpoint ``--resume named`` reads: the file, or the newest readable one of the folder
     (or of its ``ckpt/``); see ``resolve_resume``."""
     if not named.is_dir():
-        return ckpt.LoadedCheckpoint(named, ckpt.load_checkpoint(named))
+        try:
+            return ckpt.LoadedCheckpoint(named, ckpt.load_checkpoint(named))
+        except ckpt.CheckpointError as error:
+            raise ckpt.CheckpointError(f"{error}{_readable_instead(named)}") from None
     folder = named / "ckpt" if (named / "ckpt").is_dir() else named
     loaded = ckpt.latest_readable_checkpoint(folder)
     if loaded is None:
@@ -310,6 +314,19 @@ def _read_named(named: Path, mark_crashed: bool) -> ckpt.LoadedCheckpoint:
             f"--resume {named}: no readable iteration_<N>.pth.tar checkpoint there"
         )
     return loaded
+
+
+def _readable_instead(damaged: Path) -> str:
+    """The advice after a named checkpoint that does not read: the newest readable
+    ``iteration_<N>.pth.tar`` beside it, to give ``--resume`` instead (or nothing)."""
+    if not damaged.parent.is_dir():
+        return ""
+    with warnings.catch_warnings():  # (the damaged file itself is named in the error)
+        warnings.simplefilter("ignore")
+        other = ckpt.latest_readable_checkpoint(damaged.parent)
+    if other is None or other.path == damaged:
+        return ""
+    return f". A readable checkpoint of that run is {other.path}: resume with --resume {other.path}"
 
 
 def resolve_resume(

@@ -100,3 +100,17 @@ def test_a_resumed_run_folder_falls_back_to_its_previous_good_checkpoint(crafted
     assert f"Resuming from {previous} at iteration 2" in output
     assert ckpt.load_checkpoint(newest)["iteration"] == 3  # written again by the resumed run
     assert ckpt.load_checkpoint(ckpt.iteration_path(crafted / "ckpt", 6))["iteration"] == 6
+
+
+@pytest.mark.slow
+def test_a_named_checkpoint_that_does_not_read_names_a_readable_one(trained, tmp_path):
+    folder = tmp_path / "run"
+    shutil.copytree(trained, folder)
+    newest = ckpt.iteration_path(folder / "ckpt", 3)
+    newest.write_bytes(newest.read_bytes()[:100])  # cut short (a copy that did not finish)
+    done = _resume(newest)
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    previous = ckpt.iteration_path(folder / "ckpt", 2)
+    assert f"resume with --resume {previous}" in output
+    assert "Traceback" not in output
