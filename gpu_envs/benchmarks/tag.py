@@ -37,7 +37,7 @@ import torch
 
 from gpu_envs.benchmarks import machine, report, timing
 from gpu_envs.benchmarks.timing import Runner, cycle_pool
-from gpu_envs.games.tag.params import seed_config
+from gpu_envs.games.tag.seed import seed_config
 
 SEED_NUM_ENVS = (1, 16, 256, 1024, 4096)
 SCALE_NUM_ENVS = (64, 256)

@@ -49,7 +49,7 @@ def lean_env(game: str, num_envs: int, device: str, small: bool, dtype: str | No
 
     from gpu_envs import games
     from gpu_envs.games.tag.env import TagEnv
-    from gpu_envs.games.tag.params import seed_config
+    from gpu_envs.games.tag.seed import seed_config
 
     check_dtype(game, dtype)
     if game == "tag":

@@ -285,7 +285,7 @@ def full_plan(args: argparse.Namespace) -> list[Check]:
         )
     )
 
-    from gpu_envs.games.tag.params import seed_config
+    from gpu_envs.games.tag.seed import seed_config
 
     first_steps = {
         "cartpole": {"dtype": "float64"},

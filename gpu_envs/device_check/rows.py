@@ -102,7 +102,7 @@ def game_spec(
 
 def tag_spec(*, num_envs: int = 64, steps: int = 400, params: dict | None = None) -> ParitySpec:
     """Tag with the seed config (or ``params``)."""
-    from gpu_envs.games.tag.params import seed_config
+    from gpu_envs.games.tag.seed import seed_config
 
     return ParitySpec(
         "tag",
@@ -181,7 +181,7 @@ def cartpole_throughput(
 def tag_throughput(device: str, log2_sizes: range, timing_options: dict) -> list[Row]:
     """env-steps/s (and agent-steps/s) of ``TagEnv`` with the seed config on ``device``."""
     from gpu_envs.benchmarks.tag import make_ours
-    from gpu_envs.games.tag.params import seed_config
+    from gpu_envs.games.tag.seed import seed_config
 
     params: dict[str, Any] = seed_config()
     rows = []
@@ -209,7 +209,7 @@ def tag_scale_throughput(device: str, num_envs: int, timing_options: dict) -> li
     """env-steps/s of Tag at the original paper's scale point: ``num_envs`` games of 1000 agents
     (10 taggers and 990 runners; the seed config otherwise)."""
     from gpu_envs.benchmarks.tag import SCALE_TEAMS, make_ours
-    from gpu_envs.games.tag.params import seed_config
+    from gpu_envs.games.tag.seed import seed_config
 
     taggers, runners = SCALE_TEAMS
     params: dict[str, Any] = {**seed_config(), "num_taggers": taggers, "num_runners": runners}

@@ -13,7 +13,7 @@ import copy
 from collections.abc import Mapping
 
 from gpu_envs.games import GAMES, Game, game
-from gpu_envs.games.tag.params import seed_config
+from gpu_envs.games.tag.seed import seed_config
 
 # Tuned for wall-clock on a small CPU, where every torch call costs microseconds whatever its size:
 # many envs with short rollouts (few step calls per sample), one full-batch minibatch (10 optimiser

@@ -34,7 +34,8 @@ from gpu_envs.benchmarks.parity import (
     ulp_distance,
 )
 from gpu_envs.games.tag.env import TagEnv
-from gpu_envs.games.tag.params import TagParams, seed_config
+from gpu_envs.games.tag.params import TagParams
+from gpu_envs.games.tag.seed import seed_config
 
 NEAR_TIE, MISMATCH = Outcome.NEAR_TIE, Outcome.MISMATCH
 
