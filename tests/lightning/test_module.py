@@ -186,7 +186,7 @@ def test_env_and_config_must_agree_on_the_number_of_games():
         TagLightningModule(env=env, config=run_config)
 
 
-def test_a_frozen_policy_keeps_its_weights_while_the_other_learns_through_its_compiled_step(
+def test_a_frozen_policy_keeps_its_weights_while_the_other_learns_through_its_one_process_step(
     tmp_path,
 ):
     run_config = apply_overrides(
@@ -205,7 +205,7 @@ def test_a_frozen_policy_keeps_its_weights_while_the_other_learns_through_its_co
     )
     assert torch.isnan(trainer.callback_metrics["runner/Total loss"])
     assert {group.tag: group.step and group.step.kind for group in module.groups} == {
-        "tagger": "fused",  # one process: the Fabric trainer's compiled Adam step
+        "tagger": "analytic",  # one process: the Fabric trainer's step (trainers/analytic_step.py)
         "runner": None,
     }
     module.close()
