@@ -95,12 +95,12 @@ def _measured_on_the_xeon(
 #: was measured with.
 FIGURES = (
     _measured_on_the_xeon("2026-12-06", "docs/quickstart.md", "cartpole", 44, 497.49),
-    _measured_on_the_xeon("2026-12-03", "docs/mountain-car.md", "mountaincar", 2860, -108.27),
+    _measured_on_the_xeon("2026-12-06", "docs/mountain-car.md", "mountaincar", 2960, -119.46),
     _measured_on_the_xeon(
-        "2026-12-03", "docs/mountain-car.md", "mountaincar-continuous", 1240, 98.50
+        "2026-12-06", "docs/mountain-car.md", "mountaincar-continuous", 1180, 97.62
     ),
     _measured_on_the_xeon("2026-12-06", "docs/training-pendulum.md", "pendulum", 184, -248.05),
-    _measured_on_the_xeon("2026-12-03", "docs/acrobot.md", "acrobot", 435, -89.88),
+    _measured_on_the_xeon("2026-12-06", "docs/acrobot.md", "acrobot", 950, -113.37),
     _measured_on_the_xeon(
         "2026-12-03",  # the first 50 of the preset's 400 iterations (17-19 min)
         "docs/training-tag-selfplay.md",
