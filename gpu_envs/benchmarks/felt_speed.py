@@ -26,6 +26,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 
 from gpu_envs.benchmarks import machine, report
 
@@ -44,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``gpu-envs bench felt-speed``."""
     parser.add_argument(
         "--games",
-        type=_games,
+        type=partial(report.parse_name_list, allowed=CLASSIC_GAMES),
         default=",".join(CLASSIC_GAMES),
         help="comma-separated gymnasium ids of the single part (default: every classic game)",
     )
@@ -60,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--worker-games",
-        type=_games,
+        type=partial(report.parse_name_list, allowed=CLASSIC_GAMES),
         default="CartPole-v1",
         help="comma-separated gymnasium ids of the workers part (default %(default)s)",
     )
@@ -72,17 +73,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of envs and actions (0)")
     report.add_json_argument(parser, "every record")
-
-
-def _games(text: str) -> list[str]:
-    """Comma-separated classic gymnasium ids; an argparse ``type``."""
-    games = [game.strip() for game in text.split(",") if game.strip()]
-    unknown = sorted(set(games) - set(CLASSIC_GAMES))
-    if unknown or not games:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated ids among {', '.join(CLASSIC_GAMES)}, got {text!r}"
-        )
-    return games
 
 
 def single_loop(env_id: str, steps: int, seed: int) -> Callable[[], float]:

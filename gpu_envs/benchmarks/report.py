@@ -23,6 +23,21 @@ def parse_int_list(text: str, minimum: int = 1) -> list[int]:
     return values
 
 
+def parse_name_list(text: str, allowed: tuple[str, ...] | list[str]) -> list[str]:
+    """Comma-separated names, each one of ``allowed``, at least one; an argparse ``type``.
+
+    Raises:
+        argparse.ArgumentTypeError: a name is not allowed, or none is given.
+    """
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = sorted(set(names) - set(allowed))
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated names among {', '.join(allowed)}, got {text!r}"
+        )
+    return names
+
+
 def add_json_argument(parser: argparse.ArgumentParser, what: str) -> None:
     """``--json [PATH]``: write ``what`` as JSON to PATH (:func:`write_json`), '-' or no value for
     stdout, the command's table then going to stderr."""

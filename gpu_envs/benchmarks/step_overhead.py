@@ -35,6 +35,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 
 from gpu_envs.benchmarks import machine, report, timing
 from gpu_envs.benchmarks.cartpole import ACTION_POOL, bare_kernel_runner, gpu_envs_runner
@@ -58,6 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``gpu-envs bench overhead``."""
     parser.add_argument(
         "--parts",
+        type=partial(report.parse_name_list, allowed=PARTS),
         default=",".join(PARTS),
         help="comma-separated parts to run: overhead, parallel (default %(default)s)",
     )
@@ -89,14 +91,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of envs and action pools (0)")
     report.add_json_argument(parser, "every record")
-
-
-def _parts(text: str) -> list[str]:
-    parts = [part.strip() for part in text.split(",") if part.strip()]
-    unknown = sorted(set(parts) - set(PARTS))
-    if unknown or not parts:
-        raise SystemExit(f"--parts takes {', '.join(PARTS)} (comma-separated), got {text!r}")
-    return parts
 
 
 def _timing_options(args: argparse.Namespace) -> dict:
@@ -279,7 +273,7 @@ def format_table(part: str, records: list[dict]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``gpu-envs bench overhead``."""
-    parts = _parts(args.parts)
+    parts = args.parts
     out = sys.stderr if args.json == "-" else sys.stdout
 
     def log(message: str) -> None:
