@@ -30,4 +30,4 @@ def test_a_game_outside_the_classic_ones_is_refused_naming_them():
     command = [sys.executable, "-m", "gpu_envs.cli", "bench", "felt-speed", "--games", "Tag-v0"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
-    assert "expected comma-separated ids among CartPole-v1, Pendulum-v1" in result.stderr
+    assert "expected comma-separated names among CartPole-v1, Pendulum-v1" in result.stderr
