@@ -141,3 +141,15 @@ def test_a_bug_keeps_its_traceback_with_the_policy(monkeypatch):
 
     with pytest.raises(KeyError, match="a bug"):
         cli.guarded("gpu-envs plot", broken, [])
+
+
+def test_an_animation_refused_by_a_read_only_folder_is_one_line_and_nothing_else(tmp_path):
+    out = tmp_path / "movies"
+    out.mkdir()
+    done = run_gpu_envs(
+        "render", "tag", "--steps", "3", "--size", "64", "--out", str(out / "tag.gif"),
+        prelude=READ_ONLY, fake_root=out,
+    )  # fmt: skip
+    _refused(done, "gpu-envs render: error: Read-only file system: ")
+    assert "Exception ignored" not in done.stderr  # (imageio's writer retrying from its finaliser)
+    assert not list(out.iterdir())

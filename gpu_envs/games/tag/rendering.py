@@ -193,7 +193,12 @@ def save_animation(frames: Sequence[np.ndarray], path: str | Path, fps: float = 
     stack = np.stack([np.asarray(frame, dtype=np.uint8) for frame in frames])
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix.lower() == ".gif":
-        iio.imwrite(path, stack, extension=".gif", plugin="pillow", duration=1000.0 / fps, loop=0)
+        # encoded in memory, then written: a folder that refuses the file leaves imageio's writer
+        # nothing to clean up (it would retry the write from its finaliser)
+        data = iio.imwrite(
+            "<bytes>", stack, extension=".gif", plugin="pillow", duration=1000.0 / fps, loop=0
+        )
+        path.write_bytes(data)
     else:
         # libx264 wants even frame sizes: pad the bottom/right edge by one pixel if needed.
         height, width = stack.shape[1:3]
