@@ -20,18 +20,10 @@ import torch
 
 from gpu_envs import games
 from gpu_envs.benchmarks.parity import compare_envs, random_actions
+from gpu_envs.device_check.lean import SMALL_TAG
 from gpu_envs.games.tag.env import TagEnv
 
 NUM_ENVS, STEPS, EPISODE = 256, 200, 50
-SMALL_TAG = dict(
-    num_taggers=2,
-    num_runners=6,
-    episode_length=8,
-    grid_length=3.0,
-    tagging_distance=0.15,
-    use_full_observation=False,
-    num_other_agents_observed=3,
-)
 CLASSIC = [name for name in games.GAMES if name != "tag"]
 #: Tag's buffers a GPU may round differently (see the module).
 TAG_DRIFTS = ("x", "y", "obs", "final_obs", "rewards")
