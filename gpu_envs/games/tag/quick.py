@@ -1,0 +1,29 @@
+"""Quick Tag: a small Tag configuration whose taggers visibly learn within the budgets of MARL
+libraries' own examples (RLlib PPO ~20k env steps, AgileRL IPPO ~24k, TorchRL's MARL tutorial
+~30k), measured against random taggers as ``gpu-envs evaluate tag`` does (docs/tag-quick.md).
+
+Plain data, importable without torch or numba: ``gpu_envs.tag_v0.parallel_env(**QUICK_TAG)``,
+``gym.make_vec("gpu_envs/Tag-v0", num_envs, **QUICK_TAG)``, ``TagEnv(num_envs, **QUICK_TAG)``; the
+``tag-quick`` training preset plays it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: 2 taggers chase 4 runners on a 10 x 10 grid for 25 steps; a runner is tagged within 1.0
+#: (tagging_distance 0.1 of L). Each agent picks speed up / down / keep and turn left / right /
+#: straight by a quarter turn (3 x 3 actions), sees its 3 nearest agents and itself (its heading
+#: is what steering needs).
+QUICK_TAG: dict[str, Any] = dict(
+    num_taggers=2,
+    num_runners=4,
+    grid_length=10.0,
+    episode_length=25,
+    tagging_distance=0.1,
+    num_acceleration_levels=2,
+    num_turn_levels=2,
+    use_full_observation=False,
+    num_other_agents_observed=3,
+    observe_self=True,
+)
