@@ -1,7 +1,5 @@
-"""What the user waits for: `gpu-envs train cartpole` as a whole process vs PureJaxRL's script.
-
-    gpu-envs bench main-job --purejaxrl PUREJAXRL/purejaxrl \\
-        --purejaxrl-python ../shared/peers/.venv/bin/python --rounds 3 --cold
+"""The main job as a user waits for it: `gpu-envs train cartpole` as a whole process vs PureJaxRL's
+script; the ``main-job`` part of ``gpu-envs bench felt`` (:mod:`gpu_envs.benchmarks.felt_speed`).
 
 Each round starts, from the shell's point of view, one fresh process of each side and times it from
 start to exit (imports, compiling, evaluations, training, saving): ours is the README's main job,
@@ -16,13 +14,13 @@ jitted training compiled, 5e5 env steps), run by ``--purejaxrl-python``.
   to new empty folders (nothing compiled is found); PureJaxRL with an empty JAX cache folder.
   The operating system's file cache stays warm on both sides.
 
-The two sides alternate within each round; the medians over the rounds and their ratios are
-printed. Targets (issue 43): warm <= 0.5 x PureJaxRL's, cold <= 1 x.
+The two sides alternate within each round (which one goes first alternating from round to round);
+the medians over the rounds and their ratios are printed. Targets (issue 43): warm <= 0.5 x
+PureJaxRL's, cold <= 1 x.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import statistics
@@ -30,7 +28,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -39,20 +36,6 @@ from gpu_envs.benchmarks import machine, purejaxrl_child, report
 TARGETS = {"warm": 0.5, "cold": 1.0}
 _TRAINING_TIME = re.compile(r"training time: ([0-9.]+) s")
 _BEST = re.compile(r"best evaluation: greedy mean return ([0-9.]+)")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Where PureJaxRL and its interpreter are, the rounds, cold runs and ``--json``."""
-    parser.add_argument("--purejaxrl", required=True, help="the purejaxrl/ folder of a clone")
-    parser.add_argument(
-        "--purejaxrl-python", required=True, help="an interpreter with jax, flax, optax, distrax"
-    )
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
-    parser.add_argument("--seed", type=int, default=1, help="the seed of every run (default 1)")
-    parser.add_argument(
-        "--cold", action="store_true", help="also time first runs (empty compile caches)"
-    )
-    report.add_json_argument(parser, "every run and the summary")
 
 
 def _gpu_envs_command() -> list[str]:
@@ -151,60 +134,35 @@ def markdown(runs: list[dict], summary: dict) -> str:
     return table + "\n\n" + "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Entry point of ``gpu-envs bench main-job``."""
-    if not (Path(args.purejaxrl) / "ppo.py").is_file():
-        raise SystemExit(
-            f"--purejaxrl {args.purejaxrl}: no ppo.py there (give the purejaxrl/ folder)"
-        )
-    out = sys.stderr if args.json == "-" else sys.stdout
-    caches = ("warm", "cold") if args.cold else ("warm",)
-    runs: list[dict] = []
-    with tempfile.TemporaryDirectory(prefix="main_job_jax_") as jax_cache:
-        print("filling the warm caches (one unmeasured run each) ...", file=out, flush=True)
-        run_ours(args.seed, cold=False)
-        run_purejaxrl(args.purejaxrl, args.purejaxrl_python, args.seed, jax_cache)
-        for round_ in range(1, args.rounds + 1):
-            for cache in caches:
-                for impl in ("gpu_envs", "purejaxrl"):
-                    with tempfile.TemporaryDirectory(prefix="main_job_cold_") as empty:
-                        folder = jax_cache if cache == "warm" else empty
-                        load = machine.load_average()
-                        if impl == "gpu_envs":
-                            result = run_ours(args.seed, cold=cache == "cold")
-                        else:
-                            result = run_purejaxrl(
-                                args.purejaxrl, args.purejaxrl_python, args.seed, folder
-                            )
-                    runs.append(
-                        dict(result, impl=impl, cache=cache, round=round_, loadavg_before=load)
-                    )
-                    print(
-                        f"round {round_} {cache:4s} {impl:9s}: {result['wall_s']:.1f} s",
-                        file=out,
-                        flush=True,
-                    )
-    summary = summarize(runs)
-    print(markdown(runs, summary), file=out)
-    if args.json:
-        report.write_json(
-            dict(
-                bench="main_job",
-                date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                machine=machine.machine_info(),
-                args=report.settings(args),
-                runs=runs,
-                summary=summary,
-            ),
-            args.json,
-        )
-    return 0
+def check_purejaxrl(folder: str, python: str) -> None:
+    """Refuse a PureJaxRL folder without ``ppo.py`` or an interpreter that is not a file."""
+    if not (Path(folder) / "ppo.py").is_file():
+        raise SystemExit(f"--purejaxrl {folder}: no ppo.py there (give the purejaxrl/ folder)")
+    if not Path(python).is_file():
+        raise SystemExit(f"--purejaxrl-python {python}: no such interpreter")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m`` entry point: parse ``argv`` and :func:`run`."""
-    return report.command_line(__doc__, add_arguments, run, argv)
+def fill_warm_caches(folder: str, python: str, seed: int, jax_cache: str) -> None:
+    """One unmeasured run of each side: what a second run finds in the caches."""
+    run_ours(seed, cold=False)
+    run_purejaxrl(folder, python, seed, jax_cache)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def play_round(
+    round_: int, caches: tuple[str, ...], folder: str, python: str, seed: int, jax_cache: str
+) -> list[dict]:
+    """One round: per cache state one run of each side, which goes first alternating by round;
+    a run's record is its result with ``impl``, ``cache``, ``round`` and ``loadavg_before``."""
+    impls = ("gpu_envs", "purejaxrl") if round_ % 2 else ("purejaxrl", "gpu_envs")
+    runs = []
+    for cache in caches:
+        for impl in impls:
+            with tempfile.TemporaryDirectory(prefix="main_job_cold_") as empty:
+                load = machine.load_average()
+                if impl == "gpu_envs":
+                    result = run_ours(seed, cold=cache == "cold")
+                else:
+                    jax_folder = jax_cache if cache == "warm" else empty
+                    result = run_purejaxrl(folder, python, seed, jax_folder)
+            runs.append(dict(result, impl=impl, cache=cache, round=round_, loadavg_before=load))
+    return runs

@@ -13,8 +13,8 @@ from gpu_envs.cli import DeferredParser
 from gpu_envs.games import GAMES
 
 #: Benchmark name -> its module: each game's (``gpu_envs.games``: ``NAME`` and ``train-NAME``),
-#: then SB3's PPO, DDP scaling, the step's overhead, one env and worker processes against
-#: gymnasium's, training against PureJaxRL, and the whole main job against PureJaxRL's script.
+#: then SB3's PPO, DDP scaling, the step's overhead, training against PureJaxRL, and the speed a
+#: user feels (the whole main job, one env, worker processes) against the peers.
 BENCHMARKS = {
     **{game.name: game.benchmark for game in GAMES.values() if game.benchmark},
     **{
@@ -25,9 +25,8 @@ BENCHMARKS = {
     "sb3-ppo": "gpu_envs.benchmarks.sb3_ppo",
     "ddp": "gpu_envs.benchmarks.ddp_scaling",
     "overhead": "gpu_envs.benchmarks.step_overhead",
-    "felt-speed": "gpu_envs.benchmarks.felt_speed",
+    "felt": "gpu_envs.benchmarks.felt_speed",
     "train-cartpole-purejaxrl": "gpu_envs.benchmarks.train_cartpole_purejaxrl",
-    "main-job": "gpu_envs.benchmarks.whole_command",
 }
 
 
