@@ -339,12 +339,16 @@ class TrainingRun:
         }
         if status == "interrupted":
             summary["resume_command"] = run_control.resume_command(self.root)
+        best = self.root / "ckpt" / BEST
         if self.evaluator is not None and self.game.num_agents == 1:
             eval_cfg = self.config.evaluation
             summary["evaluate_command"] = (
-                f"gpu-envs evaluate {self.config.game} {self.root / 'ckpt' / 'ckpt_best.pth.tar'}"
+                f"gpu-envs evaluate {self.config.game} {best}"
                 f" --episodes {eval_cfg.num_episodes} --seed {eval_cfg.seed}"
             )
+        elif self.config.game == "tag":  # the teams against random ones (its own report)
+            scored = best if best.is_file() else summary["checkpoint"]
+            summary["matchups_command"] = f"gpu-envs evaluate tag {scored} --episodes 100 --seed 0"
         return summary
 
     def fail(self, error: BaseException) -> None:

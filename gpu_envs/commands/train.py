@@ -383,7 +383,8 @@ def exit_code(summary: dict) -> int:
 
 def results_message(experiment: Path, summary: dict | None = None) -> str:
     """Where a finished run's experiment folder and best (or latest) checkpoint are; with the
-    run's ``summary``, why it ended and the command that scores the best checkpoint again."""
+    run's ``summary``, why it ended and the command that scores the best checkpoint again (a Tag
+    run: the command that scores its teams against random ones, ``gpu-envs evaluate tag``)."""
     best = experiment / "ckpt" / "ckpt_best.pth.tar"
     reason = f" ({summary['reason']})" if summary else ""
     if best.is_file():
@@ -396,7 +397,10 @@ def results_message(experiment: Path, summary: dict | None = None) -> str:
         checkpoint = "no best checkpoint (no evaluation ran: evaluation.eval_freq); " + (
             f"latest checkpoint: {saved[-1]}" if saved else "no checkpoint saved"
         )
-    return f"experiment folder: {experiment}{reason}\n{_speed_line(summary)}{checkpoint}"
+    return (
+        f"experiment folder: {experiment}{reason}\n{_speed_line(summary)}"
+        f"{_matchups_hint(summary)}{checkpoint}"
+    )
 
 
 def _speed_line(summary: dict | None) -> str:
@@ -420,6 +424,16 @@ def _evaluate_hint(summary: dict | None) -> str:
     return (
         f"best evaluation: greedy mean return {summary['best_eval']:.2f}; "
         f"`{summary['evaluate_command']}` prints the same\n"
+    )
+
+
+def _matchups_hint(summary: dict | None) -> str:
+    """A Tag run's line with the command that scores its teams against random ones."""
+    if not summary or "matchups_command" not in summary:
+        return ""
+    return (
+        f"trained teams against random ones (runners tagged per episode): "
+        f"`{summary['matchups_command']}`\n"
     )
 
 
