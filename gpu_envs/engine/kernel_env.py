@@ -21,7 +21,9 @@ int64 tensors), reset masks, the three autoreset modes (the ``autoreset_mode`` s
 reads), validation of actions, fresh output tensors per step (or, with
 :attr:`KernelEnv.copy_outputs` off, the env's own buffers), outputs the caller may edit in place
 without changing the env (as gymnasium's vector envs), launches on torch's current stream,
-``close()``, pickling and ``copy.deepcopy`` (a copy steps on exactly like the original).
+``close()``, pickling and ``copy.deepcopy`` (a copy steps on exactly like the original), and the
+``array`` keyword of every game's class, so of ``gym.make_vec`` with the class as entry point
+(``"numpy"``: the NumPy face, :mod:`gpu_envs.engine.numpy_face`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from gpu_envs.engine import devices, first_compile
+from gpu_envs.engine.numpy_face import ArrayFaces
 from gpu_envs.engine.recycled_outputs import RecycledOutputs
 from gpu_envs.engine.validation import (
     AUTORESET_CODES,
@@ -99,9 +102,13 @@ class Buffers(dict):
             raise AttributeError(name) from None
 
 
-class KernelEnv:
+class KernelEnv(metaclass=ArrayFaces):
     """Base class of the batched envs: ``num_envs`` games stepped by one kernel launch on
     ``device``.
+
+    A game's class also takes ``array`` (:class:`~gpu_envs.engine.numpy_face.ArrayFaces`):
+    ``"torch"`` (the default) gives the env, ``"numpy"`` its NumPy face (a gymnasium ``VectorEnv``
+    on the CPU), as ``gym.make_vec(..., array="numpy")`` does with the class as entry point.
 
     Args:
         num_envs: number of games.

@@ -7,10 +7,16 @@ gymnasium's ``ArrayConversion`` from torch to NumPy, with a CPU fast path: a ste
 NumPy views of the step's own tensors (``Tensor.numpy()``, no copy), ``info``'s tensors likewise,
 and NumPy actions reach the env as tensor views of their memory (no copy either). gymnasium's
 generic conversion gives the same arrays at several times the cost of a small batch's step.
+
+Every engine env takes the face as a keyword of its class (:class:`ArrayFaces`, the metaclass of
+:class:`~gpu_envs.engine.kernel_env.KernelEnv`), so a game registered with its class as
+``vector_entry_point`` (``docs/write-an-env.md``) takes ``array`` as the bundled games do.
 """
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -32,6 +38,11 @@ class NumpyArrays(ArrayConversion):
     """
 
     def __init__(self, env: VectorEnv):
+        if not isinstance(env, VectorEnv):
+            raise TypeError(
+                f"array='numpy' is the NumPy face of a gymnasium VectorEnv, and "
+                f"{type(env).__name__} is not one: leave array out (torch tensors)"
+            )
         device = getattr(env.unwrapped, "device", torch.device("cpu"))
         if torch.device(device).type != "cpu":
             raise ValueError(
@@ -90,9 +101,43 @@ def check_array(array: str) -> str:
 
 
 def numpy_face(env: VectorEnv) -> NumpyArrays:
-    """``NumpyArrays(env)``; ``env`` is closed when it cannot have one (not on the CPU)."""
+    """``NumpyArrays(env)``; ``env`` is closed when it cannot have one (not on the CPU, not a
+    ``VectorEnv``)."""
     try:
         return NumpyArrays(env)
-    except ValueError:
+    except (TypeError, ValueError):
         env.close()
         raise
+
+
+def with_array_face(make_env: Callable[..., Any], array: str, /, *args: Any, **kwargs: Any) -> Any:
+    """``make_env(*args, **kwargs)`` with the ``array`` face: the env itself for ``"torch"``,
+    :func:`numpy_face` of it for ``"numpy"``; another ``array`` is refused before an env is
+    built."""
+    array = check_array(array)
+    env = make_env(*args, **kwargs)
+    return numpy_face(env) if array == "numpy" else env
+
+
+class ArrayFaces(type):
+    """Metaclass of env classes whose call takes the ``array`` keyword of ``gym.make_vec``
+    (:data:`ARRAYS`; see :func:`with_array_face`): ``Env(num_envs, array="numpy")`` is
+    ``NumpyArrays(Env(num_envs))``. Copies (pickle, ``copy.deepcopy``) build no instance
+    through it."""
+
+    def __call__(cls, *args: Any, array: str = "torch", **kwargs: Any) -> Any:
+        return with_array_face(super().__call__, array, *args, **kwargs)
+
+    @property
+    def __signature__(cls) -> inspect.Signature:
+        """The class's ``__init__`` parameters and ``array`` (what ``help`` and
+        ``inspect.signature`` show, rather than this ``__call__``'s ``*args, **kwargs``)."""
+        init = inspect.signature(cls.__init__)  # type: ignore[misc]
+        parameters = list(init.parameters.values())[1:]
+        array = inspect.Parameter("array", inspect.Parameter.KEYWORD_ONLY, default="torch")
+        position = next(
+            (i for i, p in enumerate(parameters) if p.kind is inspect.Parameter.VAR_KEYWORD),
+            len(parameters),
+        )
+        parameters.insert(position, array)
+        return inspect.Signature(parameters)

@@ -5,7 +5,9 @@
 Each builds the game's vector env (:attr:`~gpu_envs.games.Game.vector_env`) with ``gym.make_vec``'s
 keywords and adds one of its own, ``array``: ``"torch"`` (the default) hands out the env's torch
 tensors, ``"numpy"`` NumPy arrays for gymnasium's NumPy tools (CPU only; see
-:mod:`gpu_envs.engine.numpy_face`).
+:mod:`gpu_envs.engine.numpy_face`): :func:`~gpu_envs.engine.numpy_face.with_array_face`, as every
+engine env's class does, so a game's vector env need not be a
+:class:`~gpu_envs.engine.kernel_env.KernelEnv` (Tag's rows are not).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 from gymnasium.vector import VectorEnv
 
-from gpu_envs.engine.numpy_face import check_array, numpy_face
+from gpu_envs.engine.numpy_face import with_array_face
 from gpu_envs.games import GAMES, Game, load
 
 
@@ -24,9 +26,7 @@ def make_vector_env(
     record: Game, num_envs: int = 1, *, array: str = "torch", **kwargs: Any
 ) -> VectorEnv:
     """The vector env of the game ``record`` with the ``array`` face (see the module)."""
-    array = check_array(array)
-    env = load(record.vector_env)(num_envs=num_envs, **kwargs)
-    return numpy_face(env) if array == "numpy" else env
+    return with_array_face(load(record.vector_env), array, num_envs=num_envs, **kwargs)
 
 
 def __getattr__(name: str) -> Callable[..., VectorEnv]:

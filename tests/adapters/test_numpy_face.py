@@ -1,6 +1,7 @@
 """``gym.make_vec(..., array="numpy")``: a gymnasium VectorEnv of NumPy arrays that gymnasium's own
 vector wrappers and an unchanged CleanRL loop take directly, with the torch face's values."""
 
+import inspect
 import warnings
 
 import gymnasium as gym
@@ -179,3 +180,22 @@ def test_bad_actions_get_the_envs_errors():
         env.step(np.array([0, 1, 2, 0]))
     with pytest.raises(ValueError, match="shape"):
         env.step(np.zeros(3, dtype=np.int64))
+
+
+def test_an_engine_env_class_takes_array_itself():
+    """``array`` is a keyword of every engine env's class (what a user's game registered with its
+    class as ``vector_entry_point`` gets from ``gym.make_vec``): ``"numpy"`` gives the NumPy face
+    of the env, ``"torch"`` the env; a batched env that is no gymnasium ``VectorEnv`` (``TagEnv``)
+    is refused with what to do, and a bad value names the choices."""
+    from gpu_envs.games.cartpole import CartPoleVectorEnv
+    from gpu_envs.games.tag.env import TagEnv
+
+    numpy_env = CartPoleVectorEnv(3, array="numpy")
+    assert isinstance(numpy_env, NumpyArrays) and type(numpy_env.unwrapped) is CartPoleVectorEnv
+    assert isinstance(numpy_env.reset(seed=0)[0], np.ndarray)
+    assert type(CartPoleVectorEnv(3, array="torch")) is CartPoleVectorEnv
+    assert "array" in inspect.signature(CartPoleVectorEnv).parameters
+    with pytest.raises(TypeError, match="not one: leave array out"):
+        TagEnv(2, num_taggers=1, num_runners=2, array="numpy")
+    with pytest.raises(ValueError, match=r"array must be one of \('torch', 'numpy'\).*'jax'"):
+        CartPoleVectorEnv(3, array="jax")

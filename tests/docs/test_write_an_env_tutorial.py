@@ -204,6 +204,43 @@ def test_cuda_env_equals_cpu_env_bit_for_bit(tutorial, mode):
     assert int(cpu.state_snapshot()["episode"].max()) >= 3, "the run must cross episode ends"
 
 
+def test_the_tutorial_env_takes_array_numpy_and_gymnasiums_numpy_wrappers(tutorial):
+    """docs/using-with.md's promise, "every game takes array='numpy'", for a user's game
+    registered as the page says: ``gym.make_vec`` gives the NumPy face (the torch face's values
+    as NumPy arrays, the spec keeping ``array``), gymnasium's NumPy wrappers count its episodes,
+    and a bad value is refused naming the choices."""
+    import gymnasium.wrappers.vector as V
+    import numpy as np
+
+    numpy_env, torch_env = (
+        make(4, array="numpy", max_episode_steps=15),
+        make(4, max_episode_steps=15),
+    )
+    assert isinstance(numpy_env.unwrapped, tutorial.PointGoalVectorEnv)
+    assert numpy_env.spec.kwargs["array"] == "numpy"
+    np.testing.assert_array_equal(numpy_env.reset(seed=2)[0], torch_env.reset(seed=2)[0].numpy())
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        actions = torch.randint(0, 5, (4,), generator=generator)
+        got, want = numpy_env.step(actions.numpy()), torch_env.step(actions)
+        for array, tensor in zip(got[:4], want[:4]):
+            assert isinstance(array, np.ndarray)
+            np.testing.assert_array_equal(array, tensor.numpy())
+
+    normalized = V.NormalizeObservation(make(4, array="numpy", max_episode_steps=15))
+    wrapped = V.RecordEpisodeStatistics(V.DtypeObservation(normalized, np.float64))
+    wrapped.reset(seed=0)
+    wrapped.action_space.seed(0)
+    episodes = 0
+    for _ in range(40):
+        obs, rewards, *_, info = wrapped.step(wrapped.action_space.sample())
+        assert obs.dtype == np.float64 and isinstance(rewards, np.ndarray)
+        episodes += int(info["_episode"].sum()) if "episode" in info else 0
+    assert episodes >= 4, "40 steps of 15-step episodes end at least one per env"
+    with pytest.raises(ValueError, match=r"array must be one of \('torch', 'numpy'\).*'jax'"):
+        make(4, array="jax")
+
+
 def test_kernel_args_that_do_not_match_the_buffers_are_refused(tutorial):
     """A ``KernelArgs`` whose fields are not the buffers, ``actions``, then one per constant and
     setting is a TypeError naming the fields, before any kernel reads a wrong argument."""
