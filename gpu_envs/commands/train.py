@@ -142,6 +142,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "checkpoint) at PATH; with PATH alone the config is the run's own",
     )
     parser.add_argument(
+        "--all-ranks",
+        action="store_true",
+        help="in a multi-process run, every rank prints its own lines, each led by [rank N] "
+        "(also: GPU_ENVS_ALL_RANKS=1); by default rank 0 speaks for all, and only warnings and "
+        "errors of the other ranks are printed",
+    )
+    parser.add_argument(
         "--print-config",
         action="store_true",
         help="print the resolved config as YAML (every field, with the overrides) and exit",
@@ -329,6 +336,11 @@ def train_from(args: argparse.Namespace, extra: list[str] | None = None) -> dict
                 "here (torch and numba-cuda see none); use --device cpu or auto"
             )
     set_launch_environment(args)
+    from gpu_envs.runs import console
+
+    all_ranks = getattr(args, "all_ranks", False) or console.all_ranks_asked()
+    console.hear_ranks(all_ranks)
+    console.hush_third_party()
     from gpu_envs.cli import error_line
     from gpu_envs.trainers.fabric_loop import train
 
@@ -339,7 +351,7 @@ def train_from(args: argparse.Namespace, extra: list[str] | None = None) -> dict
             "gpu-envs train: aborted without saving (Ctrl-C during set-up, or twice); the "
             "checkpoints saved before are kept"
         )
-        _exit_now_if_distributed(130, message)
+        _exit_now_if_distributed(130, message, every_rank=all_ranks)
         print(message, file=sys.stderr, flush=True)
         raise SystemExit(130) from None
     except Exception as error:  # the CLI's error policy (``cli.guarded``), here for every rank
@@ -350,18 +362,34 @@ def train_from(args: argparse.Namespace, extra: list[str] | None = None) -> dict
         raise SystemExit(line) from error
 
 
-def _exit_now_if_distributed(code: int, message: str) -> None:
-    """In a process of a multi-process run that raised: ``message`` on stderr, then exit status
-    ``code`` at once (``os._exit``; the run's files are closed by then). Its process group's
-    threads may still wait for a failed rank, and the interpreter's exit could abort on them
-    (SIGABRT) or wait for them. A run that ends well leaves its group in ``train``
-    (``fabric_loop.leave_process_group``)."""
+def _exit_now_if_distributed(code: int, message: str, every_rank: bool = True) -> None:
+    """In a process of a multi-process run that raised: ``message`` on stderr, naming this rank
+    (``rank_said``; ``every_rank`` False: rank 0 alone says it, as for a Ctrl-C that reached
+    every rank), then exit status ``code`` at once (``os._exit``; the run's files are closed by
+    then). Its process group's threads may still wait for a failed rank, and the interpreter's
+    exit could abort on them (SIGABRT) or wait for them. A run that ends well leaves its group in
+    ``train`` (``fabric_loop.leave_process_group``)."""
     import torch.distributed
 
     if torch.distributed.is_available() and torch.distributed.is_initialized():
-        print(message, file=sys.stderr, flush=True)
+        rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+        if every_rank or rank == 0:
+            print(rank_said(message, rank, world), file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(code)
+
+
+def rank_said(message: str, rank: int, world: int) -> str:
+    """``message`` of rank ``rank`` of ``world`` processes, naming it: ``gpu-envs train: error:
+    rank 1 of 2: <cause>``, or ``gpu-envs train: rank 1 of 2 failed:`` above a traceback (a
+    message that names it already, or of a process alone, as it is)."""
+    who = f"rank {rank} of {world}"
+    if world == 1 or who in message.split("\n", 1)[0]:
+        return message
+    head = "gpu-envs train: error: "
+    if message.startswith(head):
+        return f"{head}{who}: {message.removeprefix(head)}"
+    return f"gpu-envs train: {who} failed:\n{message}"
 
 
 def exit_code(summary: dict) -> int:

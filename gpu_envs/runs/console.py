@@ -5,13 +5,22 @@ blocks, and the progress (a bar on a terminal, plain lines otherwise).
 (40-character names) that the original printed every ``metrics_log_freq`` iterations
 (``saving.console: blocks``); the same dicts go to results.json. ``compact_line`` is the default
 console form of the same window.
+
+Multi-process runs (``hear_ranks``): rank 0 alone says what every rank does alike (a compile line,
+the gradient step chosen), unless every rank is asked for (``GPU_ENVS_ALL_RANKS=1``, or
+``gpu-envs train --all-ranks``); warnings and errors of any rank are said, led by ``[rank N]``.
+Third-party lines that are noise to a gpu-envs user (``hush_third_party``): Lightning's install
+tips, and the deprecation warnings of torch APIs that Lightning and DDP call, not ours to fix.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import os
 import sys
 import time
+import warnings
 from typing import TYPE_CHECKING
 
 from gpu_envs.runs.metrics import IterationRecord, episode_summary
@@ -140,6 +149,102 @@ def compact_line(records: list[IterationRecord], tags: list[str], speed: dict) -
         )
     lines[-1] += f" | {speed['Mean env-steps per sec (total)']:,.0f} SPS"
     return "\n".join(lines)
+
+
+#: Set to 1 to hear every rank of a multi-process run (``gpu-envs train --all-ranks`` sets it).
+ALL_RANKS = "GPU_ENVS_ALL_RANKS"
+#: The loggers on which every rank says the same (ours, and Lightning's per-rank start-up line).
+RANK_LOGGERS = ("gpu_envs.compile", "lightning.fabric.utilities.distributed")
+
+
+def process_rank() -> tuple[int, int]:
+    """``(rank, processes)`` of this process: torch.distributed's once initialised, else what the
+    launcher set (torchrun's ``RANK``/``WORLD_SIZE``, SLURM's, Fabric's ``NODE_RANK`` and
+    ``LOCAL_RANK``); ``(0, 1)`` in a process alone."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    env = os.environ
+    world = int(env.get("WORLD_SIZE") or env.get("SLURM_NTASKS") or 1)
+    for name in ("RANK", "SLURM_PROCID"):
+        if env.get(name, "").isdigit():
+            return int(env[name]), world
+    local, node = int(env.get("LOCAL_RANK") or 0), int(env.get("NODE_RANK") or 0)
+    return node * int(env.get("LOCAL_WORLD_SIZE") or 1) + local, world
+
+
+class RankFilter(logging.Filter):
+    """In a multi-process run: drops the records below WARNING of ranks other than 0 (unless
+    ``all_ranks``), and leads the records of other ranks it keeps (all of them with ``all_ranks``)
+    with ``[rank N]``."""
+
+    def __init__(self, all_ranks: bool):
+        super().__init__()
+        self.all_ranks = all_ranks
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        rank, world = process_rank()
+        if world == 1:
+            return True
+        if rank != 0 and record.levelno < logging.WARNING and not self.all_ranks:
+            return False
+        if (rank != 0 or self.all_ranks) and not str(record.msg).startswith("[rank "):
+            record.msg = f"[rank {rank}] {record.msg}"
+        return True
+
+
+def all_ranks_asked() -> bool:
+    """Whether ``GPU_ENVS_ALL_RANKS`` asks to hear every rank."""
+    return os.environ.get(ALL_RANKS, "") not in ("", "0")
+
+
+def hear_ranks(all_ranks: bool | None = None) -> None:
+    """Rank 0 speaks for all (``RankFilter`` on ``RANK_LOGGERS``); ``all_ranks`` (None:
+    ``all_ranks_asked()``) hears every rank. A later call replaces the choice."""
+    if all_ranks is None:
+        all_ranks = all_ranks_asked()
+    for name in RANK_LOGGERS:
+        logger = logging.getLogger(name)
+        for old in [f for f in logger.filters if isinstance(f, RankFilter)]:
+            logger.removeFilter(old)
+        logger.addFilter(RankFilter(all_ranks))
+
+
+#: Third-party log lines that are noise to a gpu-envs user: (logger, start of the message).
+NOISE_LINES = (
+    ("lightning.pytorch.utilities.rank_zero", "💡 Tip:"),  # install litlogger / litmodels
+    ("lightning.fabric.utilities.rank_zero", "💡 Tip:"),
+    # DDP's forward holds a profiler range, which torch.compile leaves out (once per rank)
+    ("torch._dynamo.variables.ctx_manager", "Profiler record function"),
+)
+#: Deprecation warnings that Lightning's code raises from torch's APIs, by message.
+NOISE_WARNINGS = (
+    r"torch\.distributed\.nn\.functional\.all_gather is deprecated",  # Fabric's all_gather
+    r"`isinstance\(treespec, LeafSpec\)` is deprecated",  # Lightning's loops (pytree)
+)
+
+
+class _Drop(logging.Filter):
+    """Drops the records whose message starts with ``start``."""
+
+    def __init__(self, start: str):
+        super().__init__()
+        self.start = start
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.start)
+
+
+def hush_third_party() -> None:
+    """Silence ``NOISE_LINES`` (a filter on their loggers) and ``NOISE_WARNINGS`` (raised from
+    Lightning's modules); every other line and warning stays. What ``gpu-envs train`` and
+    ``TagLightningModule`` do; idempotent."""
+    for name, start in NOISE_LINES:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _Drop) and f.start == start for f in logger.filters):
+            logger.addFilter(_Drop(start))
+    for message in NOISE_WARNINGS:
+        warnings.filterwarnings("ignore", message=message, module=r"lightning\.")
 
 
 def _duration(seconds: float) -> str:
