@@ -9,6 +9,9 @@ The two normalizers follow gymnasium's ``gymnasium.wrappers.vector`` wrappers of
 state kept as float64 tensors on the env's device, so a step makes no host synchronisation. They
 also accept what gymnasium's refuse: partial resets (``options["reset_mask"]``) and every
 autoreset mode.
+
+They take the torch face (``gym.make_vec``'s default ``array="torch"``); an env with the NumPy face
+(``array="numpy"``) is refused, naming gymnasium's wrapper that takes it.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 from gymnasium.vector.utils import batch_space
 
 from gpu_envs.engine.kernel_env import KernelEnv
+from gpu_envs.engine.numpy_face import NumpyArrays
 
 __all__ = ["NormalizeObservation", "NormalizeReward", "RecordEpisodeStatistics", "RunningMeanStd"]
 
@@ -30,6 +34,22 @@ def _autoreset_mode(env: VectorEnv) -> AutoresetMode:
     return getattr(
         env, "autoreset_mode", env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
     )
+
+
+def _torch_device(env: VectorEnv, wrapper: str) -> torch.device:
+    """The device of ``env``'s tensors; an env whose wrappers include the NumPy face is refused
+    (the wrapper ``wrapper`` would meet NumPy arrays at its first step)."""
+    inner: VectorEnv = env
+    while isinstance(inner, VectorWrapper):
+        if isinstance(inner, NumpyArrays):
+            raise TypeError(
+                f"gpu_envs.adapters.wrappers.{wrapper} keeps its statistics as torch tensors on "
+                "the env's device, but this env hands out NumPy arrays (array='numpy'): wrap it "
+                f"in gymnasium.wrappers.vector.{wrapper}, or build it without array='numpy' "
+                "(the torch face)"
+            )
+        inner = inner.env
+    return cast(KernelEnv, env.unwrapped).device
 
 
 def _reset_mask(options: dict[str, Any] | None, device: torch.device) -> torch.Tensor | None:
@@ -90,8 +110,8 @@ class RecordEpisodeStatistics(VectorWrapper):
     """
 
     def __init__(self, env: VectorEnv):
+        device = _torch_device(env, "RecordEpisodeStatistics")
         super().__init__(env)
-        device = cast(KernelEnv, env.unwrapped).device
         n = self.num_envs
         self.autoreset_mode = _autoreset_mode(env)
         self.episode_returns = torch.zeros(n, dtype=torch.float64, device=device)
@@ -145,6 +165,7 @@ class NormalizeObservation(VectorWrapper):
 
     def __init__(self, env: VectorEnv, epsilon: float = 1e-8):
         _check_positive("epsilon", epsilon)
+        device = _torch_device(env, "NormalizeObservation")
         super().__init__(env)
         self.epsilon = epsilon
         self.update_running_mean = True
@@ -152,9 +173,7 @@ class NormalizeObservation(VectorWrapper):
             -np.inf, np.inf, env.single_observation_space.shape, dtype=np.float32
         )
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.obs_rms = RunningMeanStd(
-            self.single_observation_space.shape, cast(KernelEnv, env.unwrapped).device
-        )
+        self.obs_rms = RunningMeanStd(self.single_observation_space.shape, device)
 
     def reset(self, *, seed=None, options: dict[str, Any] | None = None):
         obs, info = self.env.reset(seed=seed, options=options)
@@ -190,11 +209,11 @@ class NormalizeReward(VectorWrapper):
         if not 0 <= gamma <= 1:
             raise ValueError(f"gamma must be in [0, 1], got {gamma}")
         _check_positive("epsilon", epsilon)
+        device = _torch_device(env, "NormalizeReward")
         super().__init__(env)
         self.gamma, self.epsilon = gamma, epsilon
         self.update_running_mean = True
         self.autoreset_mode = _autoreset_mode(env)
-        device = cast(KernelEnv, env.unwrapped).device
         self.return_rms = RunningMeanStd((), device)
         self.accumulated_reward = torch.zeros(self.num_envs, dtype=torch.float64, device=device)
         self._prev_done = torch.zeros(self.num_envs, dtype=torch.bool, device=device)

@@ -1,6 +1,10 @@
 """gymnasium's vector wrappers on gpu_envs/CartPole-v1 (directly on torch tensors, or on the NumPy
 face ``array="numpy"``), and the torch-native normalizers against gymnasium's on the same data."""
 
+import builtins
+import re
+from pathlib import Path
+
 import gymnasium as gym
 import gymnasium.wrappers.vector as V
 import numpy as np
@@ -12,7 +16,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gpu_envs  # noqa: F401  (registers the ids)
-from gpu_envs.adapters.wrappers import NormalizeObservation, NormalizeReward, RunningMeanStd
+from gpu_envs.adapters.wrappers import (
+    NormalizeObservation,
+    NormalizeReward,
+    RecordEpisodeStatistics,
+    RunningMeanStd,
+)
+
+USING_WITH = Path(__file__).resolve().parents[2] / "docs" / "using-with.md"
 
 NUM_ENVS = 4
 
@@ -61,10 +72,14 @@ OPTIONAL = {
     ),
     "HumanRendering": ("cv2", lambda env, tmp_path: V.HumanRendering(env)),
 }
+# Wrappers that need Box actions or finite observation bounds (not CartPole's): they run on the
+# NumPy face of the games that have them, which docs/using-with.md's table names.
+BOUNDED = {
+    "ClipAction": V.ClipAction,
+    "RescaleAction": lambda env: V.RescaleAction(env, -1.0, 1.0),
+    "RescaleObservation": lambda env: V.RescaleObservation(env, -1.0, 1.0),
+}
 NOT_APPLICABLE = {
-    "ClipAction": "needs a Box action space (CartPole's is Discrete)",
-    "RescaleAction": "needs a Box action space (CartPole's is Discrete)",
-    "RescaleObservation": "needs finite observation bounds (CartPole's velocities are unbounded)",
     "FilterObservation": "needs a Dict observation space",
     "GrayscaleObservation": "needs image observations",
     "ResizeObservation": "needs image observations",
@@ -88,7 +103,7 @@ def run(env, steps: int, to_action):
 
 
 def test_every_vector_wrapper_of_gymnasium_is_classified():
-    classified = set(DIRECT) | set(CONVERTED) | set(OPTIONAL) | set(NOT_APPLICABLE)
+    classified = set(DIRECT) | set(CONVERTED) | set(OPTIONAL) | set(BOUNDED) | set(NOT_APPLICABLE)
     assert classified == set(V.__all__)
 
 
@@ -126,6 +141,72 @@ def test_numpy_wrappers_fail_directly_on_torch_tensors():
     env = V.NormalizeObservation(make_env())
     with pytest.raises(TypeError):
         env.reset(seed=0)
+
+
+def table_row(*names: str) -> str:
+    """The row of docs/using-with.md's tables whose first cell names exactly ``names``."""
+    (row,) = [
+        line
+        for line in USING_WITH.read_text("utf8").splitlines()
+        if line.startswith("| `")
+        and re.findall(r"`(\w+)`", line.split("|")[1]) == list(names)
+        and "Error" not in line
+    ]
+    return row
+
+
+@pytest.mark.parametrize("names", [("ClipAction", "RescaleAction"), ("RescaleObservation",)])
+def test_bounded_wrappers_row_names_every_game_they_fit(names):
+    """docs/using-with.md names, in the NumPy face's column, exactly the games (by id) whose NumPy
+    face each wrapper runs on; the torch face's column sends the reader to array='numpy'."""
+    from gpu_envs.games import GAMES
+
+    row = table_row(*names)
+    torch_cell, numpy_cell = row.split("|")[2:4]
+    assert 'array="numpy"' in torch_cell
+    for name in names:
+        for game in GAMES.values():
+            named = game.env_id.split("/", 1)[1] in numpy_cell
+            kwargs = dict(num_taggers=1, num_runners=2) if game.name == "tag" else {}
+            env = gym.make_vec(game.env_id, num_envs=2, array="numpy", **kwargs)
+            try:
+                wrapped = BOUNDED[name](env)
+                wrapped.reset(seed=0)
+                wrapped.step(wrapped.action_space.sample())
+                fits = True
+            except (TypeError, ValueError):
+                fits = False
+            assert fits == named, f"{name} on {game.env_id}: runs {fits}, named {named}"
+
+
+def test_the_torch_face_errors_of_numpy_wrappers_are_those_the_page_lists():
+    """docs/using-with.md quotes the error each NumPy wrapper raises on the torch face, so that
+    a reader who meets it finds the fix (array='numpy'): each quoted wrapper raises it."""
+    rows = [
+        line
+        for line in USING_WITH.read_text("utf8").splitlines()
+        if line.startswith("| `") and "Error" in line
+    ]
+    assert len(rows) >= 5
+    for row in rows:
+        names_cell, error_cell = row.split("|")[1:3]
+        kind, _, message = error_cell.strip().strip("`").strip().partition(": ")
+        for name in re.findall(r"`(\w+)`", names_cell):
+            factory = {**CONVERTED, **BOUNDED}[name]
+            game = "Pendulum-v1" if name in BOUNDED else "CartPole-v1"  # bounds / CartPole's shape
+            env = factory(gym.make_vec(f"gpu_envs/{game}", num_envs=NUM_ENVS))
+            with pytest.raises(getattr(builtins, kind), match=re.escape(message)):
+                run(env, 3, torch.as_tensor)
+
+
+@pytest.mark.parametrize(
+    "wrapper", [RecordEpisodeStatistics, NormalizeObservation, NormalizeReward]
+)
+def test_our_wrappers_refuse_the_numpy_face_naming_gymnasiums(wrapper):
+    name = wrapper.__name__
+    for env in (make_env(array="numpy"), V.ClipReward(make_env(array="numpy"), 0.0, 0.5)):
+        with pytest.raises(TypeError, match=rf"array='numpy'.*gymnasium.wrappers.vector.{name}"):
+            wrapper(env)
 
 
 # ----------------------------------------------------------------- torch-native normalizers
