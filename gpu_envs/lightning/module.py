@@ -31,6 +31,9 @@ the notebook's (``<policy>/<name>``); the metric blocks print every ``saving.met
 iterations (``verbose``); the experiment folder ``<saving.basedir>/<saving.name>/<saving.tag>``
 is the Fabric trainer's. One device (``devices=1``), 32-bit precision; for several GPUs use the
 Fabric trainer (``gpu_envs.trainers.fabric_loop``).
+
+Building the module silences Lightning's install tips and the deprecation warning its loops raise
+from torch (``console.hush_third_party``); importing it changes nothing.
 """
 
 from __future__ import annotations
@@ -135,6 +138,7 @@ class TagLightningModule(pl.LightningModule):
         agent_map = policy_tag_to_agent_id_map or game.default_agent_map(tags)
         _check_agent_map(agent_map, tags, game.num_agents)
         self.verbose = verbose
+        console.hush_third_party()  # Lightning's install tips, before the user's Trainer says them
         seed_everything(tc.seed, verbose=verbose)
         self.run = TrainingRun(
             self.run_config,
