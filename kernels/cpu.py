@@ -4,7 +4,8 @@ A game's logic gives two :func:`~gpu_envs.kernels.targets.kernel_function`\\ s,
 ``step_envs(start, stop, envs)`` and ``reset_envs(start, stop, mask, envs)``, that advance or
 reset the envs ``start..stop-1`` (``envs``: the arguments as the logic's ``KernelArgs``
 namedtuple); :func:`make_driver` compiles loops over blocks of
-``block_size`` envs around them (cached on disk, loaded by every later process). The driver only
+``block_size`` envs around them (cached on disk, loaded by every later process; processes starting
+at once on a cold cache compile them once, :mod:`~gpu_envs.kernels.compile_lock`). The driver only
 loops: the order of phases, the autoreset and the outputs are the game's logic, shared with the
 CUDA driver.
 """
@@ -34,6 +35,7 @@ from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
 
 from gpu_envs.kernels import action_check, threads
+from gpu_envs.kernels.compile_lock import compile_once
 
 # numba's pedantic IR check misreads the counters of the logic inlined into these loops
 # ("variable ... is not in scope", six on a cold Tag compile); only the loops here are silenced.
@@ -137,7 +139,7 @@ def _game_loop(template: Callable, name: str, parallel: bool = False, **names) -
         name,
     )
     loop.__qualname__ = name  # numba's disk cache files are named by the qualified name
-    return numba.njit(parallel=parallel, **_JIT)(loop)
+    return compile_once(numba.njit(parallel=parallel, **_JIT)(loop))
 
 
 @dataclass(frozen=True)
@@ -356,10 +358,12 @@ def make_driver(
     logic's passes); below ``parallel_min_envs`` one thread is faster than a parallel region.
     Made once per process and game: every env of the game shares its compiled loops.
     """
-    # The loops call the logic compiled on its own (cached), not inlined into each loop.
+    # The loops call the logic compiled on its own (cached), not inlined into each loop. Every
+    # compiled function compiles once among processes starting at once (``compile_lock``).
     use_fork_safe_threads()
     name = f"{game}_{source_digest(step_envs, reset_envs)}"
-    step_envs, reset_envs = numba.njit(**_JIT)(step_envs), numba.njit(**_JIT)(reset_envs)
+    step_envs = compile_once(numba.njit(**_JIT)(step_envs))
+    reset_envs = compile_once(numba.njit(**_JIT)(reset_envs))
     step = functools.partial(
         _game_loop,
         _step_loop,
@@ -367,7 +371,7 @@ def make_driver(
         KernelArgs=kernel_args,
         block_size=block_size,
         _actions_from=_actions_from,
-        any_out_of_range=action_check.any_out_of_range,
+        any_out_of_range=compile_once(action_check.any_out_of_range),
     )
     return CPUDriver(
         step_serial=step(f"{name}_block{block_size}_step_serial"),

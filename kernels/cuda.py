@@ -9,7 +9,8 @@ Two launch shapes:
   ``targets.barrier``.
 
 Importing this module needs numba-cuda; it works on a GPU or under ``NUMBA_ENABLE_CUDASIM=1``.
-Kernels are cached on disk (``cache=True``) like the CPU loops. Arguments are device arrays
+Kernels are cached on disk (``cache=True``) like the CPU loops, and compiled once among processes
+starting at once (:mod:`~gpu_envs.kernels.compile_lock`). Arguments are device arrays
 (``numba.cuda`` arrays or anything with ``__cuda_array_interface__``).
 
 The step has a lean launch path, :meth:`CUDADriver.prepare_step`: the kernel is compiled once for
@@ -37,6 +38,7 @@ from numba import config, cuda
 from numba.core import types
 
 from gpu_envs.kernels import cuda_targets
+from gpu_envs.kernels.compile_lock import compile_once
 from gpu_envs.kernels.cpu import source_digest
 
 THREADS_PER_BLOCK = 256
@@ -308,8 +310,8 @@ def make_driver(
     return CUDADriver(
         step_function,
         reset_function,
-        cuda.jit(cache=True)(step_function),
-        cuda.jit(cache=True)(reset_function),
+        compile_once(cuda.jit(cache=True)(step_function)),
+        compile_once(cuda.jit(cache=True)(reset_function)),
         shape,
         shared_slots,
     )

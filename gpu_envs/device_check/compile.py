@@ -7,17 +7,14 @@ process instead, as many at once as there are cores: they fill numba's disk cach
 that follow load from it. ``python -m gpu_envs.device_check.compile DEVICE SPEC_JSON`` is
 one such process.
 
-numba reads a function's cache index, adds the signature it compiled and writes the index back
-with no lock: two processes adding the float32 and float64 signatures of one game's kernels at
-once may both pick the same data file name, leaving an index entry that points at the other
-signature's code. Each process therefore saves under an exclusive lock per index
-(:func:`lock_cache_saves`, numba's and numba-cuda's cache files alike).
+Two processes adding the float32 and float64 signatures of one game's kernels to numba's cache
+index at once could leave an entry pointing at the other signature's code; each process
+therefore saves under the index's lock (:func:`gpu_envs.kernels.compile_lock.lock_cache_saves`,
+numba's and numba-cuda's cache files alike, the lock the game drivers take too).
 """
 
 from __future__ import annotations
 
-import fcntl
-import functools
 import json
 import os
 import subprocess
@@ -27,6 +24,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from gpu_envs.device_check.rows import ParitySpec, Row
+from gpu_envs.kernels.compile_lock import lock_cache_saves
 
 
 def compile_spec(spec: ParitySpec, device: str) -> None:
@@ -65,32 +63,6 @@ def warm_caches(specs: Sequence[ParitySpec], device: str, workers: int | None = 
         "failed": failed,
     }
     return [Row("kernel compile", f"parity envs, cpu and {device}", result, "", record)]
-
-
-_LOCKED: set[type] = set()
-
-
-def lock_cache_saves() -> None:
-    """From now on in this process, numba's disk-cache saves (CPU and CUDA) each hold an
-    exclusive ``flock`` on ``<index>.lock`` beside the cache index while they read the index,
-    pick a data file name and write both, so that processes compiling into one cache at once do
-    not lose or cross entries."""
-    from numba.core import caching
-    from numba.cuda.core import caching as cuda_caching
-
-    for cache_file in (caching.IndexDataCacheFile, cuda_caching.IndexDataCacheFile):
-        if cache_file in _LOCKED:
-            continue
-        save = cache_file.save
-
-        @functools.wraps(save)
-        def locked_save(self, key, data, _save=save):
-            with open(f"{self._index_path}.lock", "a") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-                _save(self, key, data)
-
-        cache_file.save = locked_save  # type: ignore[method-assign]
-        _LOCKED.add(cache_file)
 
 
 def main(argv: Sequence[str]) -> int:

@@ -1,12 +1,14 @@
 """The lines said while something compiles for seconds before a run can start.
 
 numba compiles a game's CPU loops (or CUDA kernels) at its first reset and step, for seconds, and
-caches them on disk; later processes load them at once. :func:`announce` logs, at INFO on the
-logger ``gpu_envs.compile``, "compiling the CPU kernels of cartpole (first run only ...)" once per
-process and game, when that cache holds none of them yet. :func:`timed` logs the same way before
-and after a compilation that every process repeats (``torch.compile`` of the trainer's gradient
-step), the first time in the process. Python's logging shows no INFO record unless asked, so
-library users see nothing; the ``gpu-envs`` commands show them (:func:`show_on_stderr`).
+caches them on disk; later processes load them at once, and processes starting at once on a cold
+cache wait for the first one's compile and load it (:mod:`gpu_envs.kernels.compile_lock`).
+:func:`announce` logs, at INFO on the logger ``gpu_envs.compile``, "compiling the CPU kernels of
+cartpole (first run only ...)" once per process and game, when that cache holds none of them
+yet. :func:`timed` logs the same way before and after a compilation that every process repeats
+(``torch.compile`` of the trainer's gradient step), the first time in the process. Python's
+logging shows no INFO record unless asked, so library users see nothing; the ``gpu-envs``
+commands show them (:func:`show_on_stderr`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from gpu_envs.kernels.compile_lock import index_path
+
 LOGGER = logging.getLogger("gpu_envs.compile")
 
 _checked: set[tuple[str, str]] = set()
@@ -28,9 +32,8 @@ def cache_is_cold(dispatcher: Any) -> bool:
     """Whether numba's disk cache holds no compiled code of ``dispatcher`` (an ``njit`` or
     ``cuda.jit`` function with ``cache=True``) yet; False when it has no disk cache (the CUDA
     simulator compiles nothing)."""
-    cache = getattr(dispatcher, "_cache", None)
-    index_path = getattr(getattr(cache, "_cache_file", None), "_index_path", None)
-    return index_path is not None and not os.path.exists(index_path)
+    path = index_path(dispatcher)
+    return path is not None and not os.path.exists(path)
 
 
 def announce(game: str, target: str, driver: Any) -> None:
