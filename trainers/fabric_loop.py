@@ -4,7 +4,8 @@
 logs, checkpoints) until it says the run ends, with SIGINT/SIGTERM asking it to save and stop and
 the progress on the console. Fabric adds the launch (``make_fabric``: devices, nodes, strategy with
 ``trainer.collective_timeout``; ``fabric run``, ``torchrun`` and SLURM too), the DDP wrapping of
-every trained policy, its collectives and its loggers.
+every trained policy, its collectives and its loggers; one process on the CPU runs without it
+(``LocalProcess``: Lightning is not even imported).
 
 Under DDP a rank that dies or hangs fails the run on the others: their next collective fails (at
 once under gloo when a peer's process is gone, after ``trainer.collective_timeout`` when it hangs)
@@ -33,7 +34,8 @@ import torch
 from gpu_envs.runs import checkpoint as ckpt
 from gpu_envs.runs import console, run_control
 from gpu_envs.runs.config import RunConfig, TrainerConfig
-from gpu_envs.trainers.core import TrainingRun
+from gpu_envs.trainers import learner
+from gpu_envs.trainers.core import OneProcess, TrainingRun
 
 
 class RankFailure(RuntimeError):
@@ -44,6 +46,54 @@ class RankFailure(RuntimeError):
 #: (``TrainingRun.take_over_status``): a dead process's connections close a moment before its
 #: files (a GPU's teardown in between), and a live rank 0 records the failure itself meanwhile.
 RANK0_GONE_WAIT_S = 5.0
+
+
+#: Variables of the launchers that start ranks (``fabric run``, torchrun, SLURM, MPI): where one is
+#: set, Fabric reads the run's processes from them.
+LAUNCHER_VARIABLES = (
+    "LT_CLI_USED",
+    "WORLD_SIZE",
+    "RANK",
+    "LOCAL_RANK",
+    "SLURM_NTASKS",
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_SIZE",
+)
+
+
+class LocalProcess(OneProcess):
+    """What the trainer takes from a launched Fabric, for one process on the CPU: the device, rank
+    0 of 1, the policies used as built (Fabric's ``setup`` unwraps them there too), plain
+    ``backward``, no loggers but the folder's. Lightning is not imported: 2-3 s of the start of
+    ``gpu-envs train``'s main job (torch._dynamo, torchmetrics)."""
+
+    node_rank = 0
+    strategy = None
+    loggers: list = []
+    device = torch.device("cpu")
+
+    @staticmethod
+    def setup(module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> tuple:
+        return module, optimizer
+
+    @staticmethod
+    def backward(loss: torch.Tensor) -> None:
+        loss.backward()
+
+
+def one_cpu_process(config: RunConfig) -> bool:
+    """Whether ``config`` runs as this one process on the CPU, no launcher around it: what
+    ``LocalProcess`` serves (Fabric would run its single-device strategy on the CPU)."""
+    tc = config.trainer
+    if any(name in os.environ for name in LAUNCHER_VARIABLES):
+        return False
+    if tc.strategy.lower() != "auto" or tc.num_nodes != 1 or _processes(tc) != 1:
+        return False
+    return tc.accelerator == "cpu" or (
+        tc.accelerator == "auto"
+        and not torch.cuda.is_available()
+        and not torch.backends.mps.is_available()
+    )
 
 
 def make_fabric(config: RunConfig):
@@ -325,17 +375,23 @@ def _silent(text: str) -> None:
 
 
 def train(config: RunConfig, resume=None) -> dict:
-    """Launch Fabric from ``config.trainer``, give each rank its threads (``set_threads``) and run
-    the trainer; returns a summary dict. The process group, if any, is gone when it returns
-    (``leave_process_group``); a run that raised keeps it, since a failed collective's threads
-    may still wait for a hung rank."""
+    """Launch Fabric from ``config.trainer`` (one CPU process: ``LocalProcess``), give each rank
+    its threads (``set_threads``) and run the trainer; returns a summary dict. The process group,
+    if any, is gone when it returns (``leave_process_group``); a run that raised keeps it, since a
+    failed collective's threads may still wait for a hung rank."""
     summary = _launch_and_fit(config, resume)
     leave_process_group()
     return summary
 
 
 def _launch_and_fit(config: RunConfig, resume) -> dict:
-    fabric = make_fabric(config)
+    if not one_cpu_process(config):
+        return _fit(make_fabric(config), config, resume)
+    with learner.optimizers_without_dynamo():
+        return _fit(LocalProcess(), config, resume)
+
+
+def _fit(fabric, config: RunConfig, resume) -> dict:
     set_threads(config.trainer.torch_threads, getattr(fabric.strategy, "num_processes", 1))
     trainer = Trainer(fabric, config, resume)
     try:

@@ -24,8 +24,10 @@ log_ratio)``; ``ppo.learn`` is one iteration's learning of every policy.
 from __future__ import annotations
 
 import contextlib
+import sys
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -39,6 +41,37 @@ Backward = Callable[[torch.Tensor], None]
 #: What ``make_steps`` says it compiles (the ``gpu-envs`` commands print it; see
 #: ``gpu_envs.engine.first_compile``).
 COMPILING = "the gradient step with torch.compile (once per run; trainer.compile=false skips it)"
+
+
+#: ``torch.optim.Optimizer``'s methods that import torch._dynamo on their first call.
+_DYNAMO_DISABLED = ("add_param_group", "state_dict", "load_state_dict", "zero_grad")
+
+
+@contextlib.contextmanager
+def optimizers_without_dynamo():
+    """Within: torch's optimizers build, save and load without importing torch._dynamo.
+
+    ``torch.optim.Optimizer.__init__`` (``add_param_group``), ``state_dict``, ``load_state_dict``
+    and ``zero_grad`` are wrapped in ``torch._disable_dynamo``, which imports torch._dynamo on the
+    first call (1-3 s, the largest import of a one-process run) to build the ``dynamo.disable``
+    wrapper it keeps in the function's ``__dynamo_disable``; the wrapper only matters while dynamo
+    traces the function. Where torch._dynamo is not imported yet, each function's cached wrapper
+    is set to the function itself here, and removed on leaving (torch then builds the real one
+    at the next call). The trainers call these methods outside compiled code only (a compiled
+    step calls torch's functional Adam)."""
+    functions: list[Any] = [
+        getattr(torch.optim.Optimizer, name).__wrapped__ for name in _DYNAMO_DISABLED
+    ]
+    patched = [] if "torch._dynamo" in sys.modules else functions
+    patched = [f for f in patched if getattr(f, "__dynamo_disable", None) is None]
+    for function in patched:
+        function.__dynamo_disable = function
+    try:
+        yield
+    finally:
+        for function in patched:
+            if getattr(function, "__dynamo_disable", None) is function:
+                delattr(function, "__dynamo_disable")
 
 
 def make_optimizer(

@@ -130,20 +130,18 @@ def grid_table(values: dict, columns_per_table: int = 6) -> str:
 class Experiment:
     """Creates the folder and owns the text loggers, Fabric's loggers and results.json.
 
-    ``loggers`` are Lightning's ``TensorBoardLogger`` (``log/serial``, one event per call:
-    ``event_logger``) and ``CSVLogger``
-    (``log/csv/version_<N>/metrics.csv``, a new version per resume: the logger rewrites an existing
-    file). The trainer hands them to its Fabric, so ``fabric.log_dict`` writes to both; the
-    LightZero groups (``scalars``) go to the TensorBoard stream alone.
+    ``loggers`` write the files of Lightning's ``TensorBoardLogger`` (``log/serial``, one event per
+    call) and ``CSVLogger`` (``log/csv/version_<N>/metrics.csv``, a new version per resume: the
+    logger rewrites an existing file) without importing Lightning (``event_logger``); the trainer
+    sends every scalars point to both, the LightZero groups (``scalars``) to the TensorBoard stream
+    alone.
 
     Starting (or resuming) in a folder deletes the temporary files of checkpoint writes that were
     killed there (``checkpoint.remove_temporary_files``) and notes them in the learner log.
     """
 
     def __init__(self, root: Path, config: RunConfig):
-        from lightning.fabric.loggers import CSVLogger
-
-        from gpu_envs.runs.event_logger import OneEventTensorBoardLogger
+        from gpu_envs.runs.event_logger import CSVLogger, OneEventTensorBoardLogger
 
         self.root = root
         self.ckpt_dir = root / "ckpt"
@@ -164,7 +162,7 @@ class Experiment:
             flush_secs=10,
         )
         self.csv = CSVLogger(root / "log", name="csv")
-        self.loggers = [self.tensorboard, self.csv]
+        self.loggers: list[OneEventTensorBoardLogger | CSVLogger] = [self.tensorboard, self.csv]
         dump_yaml(config, root / "total_config.yaml")
         self.video_dir = root / "videos"
 
