@@ -11,6 +11,7 @@ groups
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -25,11 +26,12 @@ __all__ = ["JointActions", "joint_action_tag_env"]
 
 class JointActions(Transform):
     """Each group's ``(group, "action")`` as one index ``k`` of ``nvec[0] * nvec[1]`` choices, given
-    to the env underneath (``categorical_action_encoding=True``) as ``(k // nvec[1], k % nvec[1])``.
+    to the env underneath (``categorical_action_encoding=True``) as ``(k // nvec[1], k % nvec[1])``;
+    ``groups``: the env's groups (its ``group_map``; the teams by default).
     """
 
-    def __init__(self, nvec: tuple[int, int]):
-        keys = [(team, "action") for team in TEAMS]
+    def __init__(self, nvec: tuple[int, int], groups: Iterable[str] = TEAMS):
+        keys = [(group, "action") for group in groups]
         super().__init__(in_keys=[], out_keys=[], in_keys_inv=keys, out_keys_inv=keys)
         self.nvec = (int(nvec[0]), int(nvec[1]))
 
@@ -56,12 +58,14 @@ def joint_action_tag_env(
     **params: Any,
 ) -> TransformedEnv:
     """``num_envs`` games of Tag with one categorical action per agent (seeded with ``seed`` at the
-    first reset when given); ``params`` are the Tag parameters (docs/spec-tag.md)."""
+    first reset when given); ``params`` are the Tag parameters (docs/spec-tag.md) and
+    ``TagTorchRLEnv``'s options (``group_map``: ``MarlGroupMapType.ALL_IN_ONE_GROUP`` gives
+    TorchRL's MARL tutorial's one group ``"agents"``)."""
     env = TagTorchRLEnv(num_envs, device, categorical_action_encoding=True, **params)
     try:
         if seed is not None:
             env.set_seed(seed)
-        return TransformedEnv(env, JointActions(env.batched_env.action_nvec))
+        return TransformedEnv(env, JointActions(env.batched_env.action_nvec, env.group_map))
     except BaseException:
         env.close()  # a refused seed leaves no env holding its buffers
         raise
