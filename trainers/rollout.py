@@ -146,8 +146,23 @@ class Collector:
             (num_steps, envs, agents), dtype=torch.float64, device=device
         )
         self.length_snapshots = torch.zeros((num_steps, envs), dtype=torch.float64, device=device)
+        self.matchups = {g.tag: self._matchup_masks(g.tag, envs, device) for g in groups}
         # trainer.cuda_graphs: on CUDA, each rollout replays one captured graph (None: eager)
         self.graph = cuda_graph_rollout.make(self, cuda_graphs)
+
+    def _matchup_masks(self, tag: str, envs: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+        """[E] masks of the envs where policy ``tag`` learns against a frozen opponent (another
+        policy's part of the pool's envs) and where every policy learns (self-play); all 0
+        without a pool."""
+        vs_frozen = torch.zeros(envs, dtype=torch.float64, device=device)
+        selfplay = torch.zeros(envs, dtype=torch.float64, device=device)
+        if self.opponents is not None:
+            selfplay.fill_(1.0)
+            for other, part in self.opponents.envs.items():
+                selfplay[part] = 0.0
+                if other != tag:
+                    vs_frozen[part] = 1.0
+        return vs_frozen, selfplay
 
     def warm_up(self) -> None:
         """Compile the env's kernels and the sampler's with one step of zero actions."""
@@ -258,8 +273,9 @@ class Collector:
             self.length_snapshots[t] = self.episode_lengths
 
     def episode_stats(self, group: PolicyGroup) -> dict[str, torch.Tensor]:
-        """Sums over the episodes that ended in the last rollout, for ``group``'s agents, and its
-        agent steps (device tensors)."""
+        """Sums over the episodes that ended in the last rollout, for ``group``'s agents (also
+        those against a frozen opponent and those of self-play, ``_matchup_masks``), and its agent
+        steps (device tensors)."""
         done = self.env_done.to(torch.float64)
         team = self.return_snapshots[:, :, group.agents].sum(-1)
         ended = self.env_done
@@ -272,6 +288,11 @@ class Collector:
             "return_min": torch.where(ended, team, inf).min(),
             "length_sum": (self.length_snapshots * done).sum(),
             "agentstep_count": self.buffers[group.tag].valid.sum().double(),
+            **{
+                f"{kind}_{name}": (values * done * mask).sum()
+                for kind, mask in zip(("vs_frozen", "selfplay"), self.matchups[group.tag])
+                for name, values in (("episode_count", 1.0), ("return_sum", team))
+            },
         }
 
     def action_std(self, group: PolicyGroup) -> torch.Tensor:

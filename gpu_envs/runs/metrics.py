@@ -30,7 +30,21 @@ LEARNER_METRICS = (
     "reward_min",
 )
 
-SUM_METRICS = ("episode_count", "return_sum", "return_sumsq", "length_sum", "agentstep_count")
+#: The episodes of a policy against frozen opponents, and of self-play (``opponents.share``).
+MATCHUP_METRICS = (
+    "vs_frozen_episode_count",
+    "vs_frozen_return_sum",
+    "selfplay_episode_count",
+    "selfplay_return_sum",
+)
+SUM_METRICS = (
+    "episode_count",
+    "return_sum",
+    "return_sumsq",
+    "length_sum",
+    "agentstep_count",
+    *MATCHUP_METRICS,
+)
 MAX_METRICS = ("return_max",)
 MIN_METRICS = ("return_min",)
 
@@ -92,7 +106,9 @@ _LOSSES = {
 def cleanrl_metrics(records: list[IterationRecord], tags: list[str]) -> dict[str, float]:
     """A window's metrics under CleanRL's names: ``losses/*`` (the window's averages),
     ``charts/learning_rate`` (the last iteration's), ``charts/episodic_return`` and
-    ``charts/episodic_length`` (the episodes that ended in the window). The caller adds
+    ``charts/episodic_length`` (the episodes that ended in the window; with frozen opponents also
+    ``charts/episodic_return_vs_frozen`` and ``charts/episodic_return_selfplay``, the episodes of
+    each kind of game). The caller adds
     ``charts/SPS``, the env steps per second it measured.
 
     With several policies each name holds the policy's tag after its group
@@ -109,4 +125,8 @@ def cleanrl_metrics(records: list[IterationRecord], tags: list[str]) -> dict[str
         metrics[f"charts/{prefix}learning_rate"] = records[-1].policies[tag]["cur_lr"]
         metrics[f"charts/{prefix}episodic_return"] = episodes["reward_mean"]
         metrics[f"charts/{prefix}episodic_length"] = episodes["avg_envstep_per_episode"]
+        for kind in ("vs_frozen", "selfplay"):  # (games against frozen opponents: NaN without)
+            count = sum(r.policies[tag].get(f"{kind}_episode_count", 0.0) for r in records)
+            total = sum(r.policies[tag].get(f"{kind}_return_sum", 0.0) for r in records)
+            metrics[f"charts/{prefix}episodic_return_{kind}"] = total / count if count else math.nan
     return {name: value for name, value in metrics.items() if not math.isnan(value)}
