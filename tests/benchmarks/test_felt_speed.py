@@ -5,6 +5,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from gpu_envs.benchmarks import felt_speed, whole_command
 
 
@@ -38,11 +40,11 @@ def test_the_main_job_alternates_with_purejaxrl_in_every_round_and_cache_state(
     (tmp_path / "ppo.py").write_text("")
     order = []
 
-    def fake(impl, wall):
+    def fake(impl, wall, train):
         def run(*args, cold=False):
             cold = cold or (impl == "purejaxrl" and args[-1] != jax_cache[0])
             order.append((impl, "cold" if cold else "warm"))
-            return dict(wall_s=wall * (2 if cold else 1), train_s=None, best_eval=None)
+            return dict(wall_s=wall * (2 if cold else 1), train_s=train, best_eval=500.0)
 
         return run
 
@@ -53,8 +55,8 @@ def test_the_main_job_alternates_with_purejaxrl_in_every_round_and_cache_state(
         "fill_warm_caches",
         lambda *args: (jax_cache.append(args[-1]), fill(*args)),
     )
-    monkeypatch.setattr(whole_command, "run_ours", fake("gpu_envs", 3.0))
-    monkeypatch.setattr(whole_command, "run_purejaxrl", fake("purejaxrl", 4.0))
+    monkeypatch.setattr(whole_command, "run_ours", fake("gpu_envs", 3.0, 0.3))
+    monkeypatch.setattr(whole_command, "run_purejaxrl", fake("purejaxrl", 4.0, 0.4))
     argv = ["--parts", "main-job", "--purejaxrl", str(tmp_path), "--purejaxrl-python"]
     assert felt_speed.main([*argv, sys.executable, "--cold", "--rounds", "2", "--json", "-"]) == 0
     assert order == [
@@ -64,9 +66,13 @@ def test_the_main_job_alternates_with_purejaxrl_in_every_round_and_cache_state(
     ]
     captured = capsys.readouterr()
     summary = json.loads(captured.out)["main_job"]["summary"]
-    assert summary["warm"]["ratio"] == summary["cold"]["ratio"] == 0.75
-    assert "| main job, warm caches | whole process | 3.0 s | PureJaxRL script 4.0 s | 0.75x |" in (
-        captured.err
+    for measure in ("warm", "cold", "training"):
+        assert summary[measure]["ratio"] == pytest.approx(0.75)
+    table = captured.err
+    assert "| main job, warm caches | whole process | 3.00 s | PureJaxRL 4.00 s | 0.75x |" in table
+    assert (
+        "| main job | training clock to 475 | 0.30 s | PureJaxRL 0.40 s | 0.75x | <= 0.6x: not"
+        in (table)
     )
 
 

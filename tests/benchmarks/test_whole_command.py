@@ -54,3 +54,21 @@ def test_a_cold_run_of_ours_finds_empty_caches_and_its_figures_are_read(monkeypa
 def test_a_failed_process_is_an_error_naming_it():
     with pytest.raises(RuntimeError, match="exited with 3"):
         whole_command._timed([sys.executable, "-c", "raise SystemExit(3)"], ".", {})
+
+
+def test_purejaxrls_time_to_475_and_best_evaluation_come_from_its_childs_line(tmp_path):
+    child = tmp_path / "python"
+    child.write_text(
+        "#!/bin/sh\necho compiling\n"
+        'echo \'{"seed": 1, "train_s": 0.51, "best_eval": 500.0, "total_train_s": 2.0}\'\n'
+    )
+    child.chmod(0o755)
+    run = whole_command.run_purejaxrl(str(tmp_path), str(child), seed=1, cache=str(tmp_path))
+    assert run["train_s"] == 0.51 and run["best_eval"] == 500.0 and run["child"]["seed"] == 1
+    runs = [
+        dict(impl="gpu_envs", cache="warm", wall_s=4.0, train_s=0.3),
+        {**run, "impl": "purejaxrl", "cache": "warm"},
+    ]
+    summary = whole_command.summarize(runs)
+    assert summary["training"]["ratio"] == pytest.approx(0.3 / 0.51)
+    assert summary["training"]["target"] == 0.6 and summary["training"]["target_met"]
