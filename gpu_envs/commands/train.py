@@ -374,21 +374,23 @@ def _exit_now_if_distributed(code: int, message: str, every_rank: bool = True) -
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
         if every_rank or rank == 0:
-            print(rank_said(message, rank, world), file=sys.stderr, flush=True)
+            said = rank_said(message, rank, world) if every_rank else message
+            print(said, file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(code)
 
 
 def rank_said(message: str, rank: int, world: int) -> str:
     """``message`` of rank ``rank`` of ``world`` processes, naming it: ``gpu-envs train: error:
-    rank 1 of 2: <cause>``, or ``gpu-envs train: rank 1 of 2 failed:`` above a traceback (a
-    message that names it already, or of a process alone, as it is)."""
+    rank 1 of 2: <cause>`` (``gpu-envs train: rank 1 of 2: <text>`` for another line of the
+    command), or ``gpu-envs train: rank 1 of 2 failed:`` above a traceback (a message that names
+    it already, or of a process alone, as it is)."""
     who = f"rank {rank} of {world}"
     if world == 1 or who in message.split("\n", 1)[0]:
         return message
-    head = "gpu-envs train: error: "
-    if message.startswith(head):
-        return f"{head}{who}: {message.removeprefix(head)}"
+    for head in ("gpu-envs train: error: ", "gpu-envs train: "):
+        if message.startswith(head):
+            return f"{head}{who}: {message.removeprefix(head)}"
     return f"gpu-envs train: {who} failed:\n{message}"
 
 

@@ -79,6 +79,10 @@ def test_rank_said_names_the_rank_once():
         == "gpu-envs train: error: rank 1 of 2: no space left; write elsewhere"
     )
     assert rank_said(line, 0, 1) == line
+    aborted = "gpu-envs train: aborted without saving"
+    assert rank_said(aborted, 1, 2) == "gpu-envs train: rank 1 of 2: aborted without saving"
+    trace = "Traceback (most recent call last):\n  ...\nRuntimeError: x"
+    assert rank_said(trace, 1, 2) == f"gpu-envs train: rank 1 of 2 failed:\n{trace}"
     stopped = "gpu-envs train: error: rank 0 of 2 stopped during iteration 3: ..."
     assert rank_said(stopped, 0, 2) == stopped
 
