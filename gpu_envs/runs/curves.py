@@ -142,7 +142,7 @@ def random_play(folder: Path) -> dict | None:
     """A Tag run's random baseline: random taggers against random runners on its env, the games
     and action draws of ``gpu-envs evaluate tag --episodes 100 --seed 0``'s first matchup (so its
     ``tags_mean`` is that report's ``random taggers vs random runners`` row), with each team's mean
-    return. Read from the folder's ``random_play.json``, else played once (a second or two) and
+    return. Read from the folder's ``random_play.json``, else played once (seconds) and
     written there. None for another game."""
     config = _config(folder)
     if _game(config) != "tag":
