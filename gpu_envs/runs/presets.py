@@ -1,8 +1,9 @@
 """Bundled run configs: ``cartpole``, ``pendulum``, ``acrobot``, ``mountaincar`` and
 ``mountaincar-continuous`` (tuned for fast CPU learning, each game's default preset, see
-``gpu_envs.games``), ``tag`` (the seed config) and ``tag-selfplay`` (both Tag teams learn, fast on
-a CPU). A game registered outside the package (``gpu_envs.games.register_game``) without a
-preset of its own gets ``default_preset(game)``: PPO for one agent, named after the game.
+``gpu_envs.games``), ``tag`` (the seed config), ``tag-selfplay`` (both Tag teams learn, fast on
+a CPU) and ``tag-quick`` (quick Tag's taggers learn against random runners in seconds). A game
+registered outside the package (``gpu_envs.games.register_game``) without a preset of its own gets
+``default_preset(game)``: PPO for one agent, named after the game.
 
 Each preset is plain data in the ``RunConfig`` shape; ``preset(name)`` returns a fresh deep copy.
 """
@@ -13,6 +14,7 @@ import copy
 from collections.abc import Mapping
 
 from gpu_envs.games import GAMES, Game, game
+from gpu_envs.games.tag.quick import QUICK_TAG
 from gpu_envs.games.tag.seed import seed_config
 
 # Tuned for wall-clock on a small CPU, where every torch call costs microseconds whatever its size:
@@ -231,6 +233,23 @@ TAG_SELFPLAY = merged(
     ),
 )
 
+# Quick Tag (gpu_envs/games/tag/quick.py, docs/tag-quick.md): only the taggers learn (PPO, 64x64,
+# lr 0.005, 8 epochs of 4 minibatches), against runners frozen at their initial weights
+# (near-uniform actions: random runners), so the training curve is the taggers' score against
+# random runners; 16 games x 25 steps (one episode) per rollout, 24k env steps (~10-25 s here).
+TAG_QUICK = {
+    **merged(
+        TAG_SELFPLAY,
+        dict(
+            trainer=dict(num_envs=16, train_batch_size=16 * 25, total_timesteps=24_000),
+            policy=dict(runner=dict(to_train=False), tagger=dict(lr=0.005, num_minibatches=4)),
+            saving=dict(model_params_save_freq=20, name="tag_quick_ppo"),
+            opponents=dict(share=0.0),
+        ),
+    ),
+    "env": dict(QUICK_TAG),
+}
+
 PRESETS = {
     "cartpole": CARTPOLE,
     "pendulum": PENDULUM,
@@ -239,6 +258,7 @@ PRESETS = {
     "mountaincar-continuous": MOUNTAINCAR_CONTINUOUS,
     "tag": TAG,
     "tag-selfplay": TAG_SELFPLAY,
+    "tag-quick": TAG_QUICK,
 }
 
 

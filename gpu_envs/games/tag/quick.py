@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-#: 2 taggers chase 4 runners on a 10 x 10 grid for 25 steps; a runner is tagged within 1.0
+#: 2 taggers chase 12 runners on a 10 x 10 grid for 25 steps; a runner is tagged within 1.0
 #: (tagging_distance 0.1 of L). Each agent picks speed up / down / keep and turn left / right /
 #: straight by a quarter turn (3 x 3 actions), sees its 3 nearest agents and itself (its heading
 #: is what steering needs).
 QUICK_TAG: dict[str, Any] = dict(
     num_taggers=2,
-    num_runners=4,
+    num_runners=12,
     grid_length=10.0,
     episode_length=25,
     tagging_distance=0.1,
