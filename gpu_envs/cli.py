@@ -115,6 +115,8 @@ def guarded(command: str, function: Callable[[], int], argv: Sequence[str]) -> i
     except KeyboardInterrupt:
         print("gpu-envs: interrupted", file=sys.stderr)
         code = 130
+    except BrokenPipeError:
+        code = _reader_gone()
     except SystemExit as stop:
         code = stop.code
         if debug and stop.__context__ is not None:
@@ -131,6 +133,16 @@ def guarded(command: str, function: Callable[[], int], argv: Sequence[str]) -> i
         status = code if isinstance(code, int) else (0 if code is None else 1)
         atexit.register(_exit_quietly_on_signals, status)
     return code
+
+
+def _reader_gone() -> int:
+    """The status of a command whose output's reader left (``gpu-envs ... | head``): 141, as a
+    process killed by SIGPIPE, with no traceback. stdout goes to ``os.devnull`` so that the
+    interpreter's final flush of it raises nothing more."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
 
 
 #: ``errno`` values of the failures a user can fix, and what to do about each.

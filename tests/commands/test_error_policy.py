@@ -153,3 +153,25 @@ def test_an_animation_refused_by_a_read_only_folder_is_one_line_and_nothing_else
     _refused(done, "gpu-envs render: error: Read-only file system: ")
     assert "Exception ignored" not in done.stderr  # (imageio's writer retrying from its finaliser)
     assert not list(out.iterdir())
+
+
+def test_a_reader_that_leaves_ends_the_command_quietly(tmp_path):
+    """``gpu-envs ... | head``: the pipe's reader gone before the output is written ends the
+    command with SIGPIPE's status (141) and nothing on stderr, as a shell tool does."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; from gpu_envs import cli; "
+        "sys.argv = ['gpu-envs', 'train', '--print-config', 'cartpole']; sys.exit(cli.main())"
+    )
+    command = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    command.stdout.close()  # the reader leaves before the first line
+    stderr = command.stderr.read().decode()
+    assert command.wait(timeout=120) == 141, stderr
+    assert stderr == "", stderr
