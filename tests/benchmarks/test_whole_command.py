@@ -1,4 +1,5 @@
-"""``gpu-envs bench main-job``: the whole-process timing, its cold caches and its summary."""
+"""The main-job part of ``gpu-envs bench felt``: the whole-process timing, its cold caches,
+PureJaxRL's time to 475 and the summary."""
 
 from __future__ import annotations
 
