@@ -306,14 +306,10 @@ def plot_groups(groups: dict[str, list[Path]], out: str | Path, title: str = "")
     panels = figure_panels(groups)
     if not any(panel.lines for panel in panels):
         raise ValueError(f"no return curves in {sorted(groups)} (no episode ended yet?)")
-    import matplotlib
+    from matplotlib.figure import Figure  # (not pyplot: no GUI backend, ~0.3 s less to import)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(
-        len(panels), 2, figsize=(15, 4 * len(panels)), constrained_layout=True, squeeze=False
-    )
+    figure = Figure(figsize=(15, 4 * len(panels)), layout="constrained")
+    axes = figure.subplots(len(panels), 2, squeeze=False)
     for panel, row in zip(panels, axes):
         for line in panel.lines:
             color = None
@@ -340,7 +336,6 @@ def plot_groups(groups: dict[str, list[Path]], out: str | Path, title: str = "")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(out, dpi=100)
-    plt.close(figure)
     return out
 
 
