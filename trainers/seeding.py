@@ -8,7 +8,6 @@ launchers read, without importing Lightning (2-3 s of a one-process run's start)
 
 from __future__ import annotations
 
-import logging
 import os
 import random
 
@@ -18,17 +17,13 @@ import torch
 #: How many seeds NumPy's global generator takes: [0, 2**32 - 1].
 NUMPY_SEEDS = 2**32
 
-_log = logging.getLogger(__name__)
 
-
-def seed_everything(seed: int, verbose: bool = False) -> None:
+def seed_everything(seed: int) -> None:
     """Seed torch's generators (every device) with ``seed`` (up to 2**64 - 1) and Python's and
     NumPy's global ones with ``seed % 2**32``: a seed below 2**32 seeds all of them as
     Lightning's ``seed_everything(seed)`` does (``PL_GLOBAL_SEED`` and ``PL_SEED_WORKERS`` too),
     and the same seed always seeds them the same."""
     small = seed % NUMPY_SEEDS
-    if verbose:
-        _log.info(f"Seed set to {small}")
     os.environ["PL_GLOBAL_SEED"] = str(small)
     random.seed(small)
     np.random.seed(small)

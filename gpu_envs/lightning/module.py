@@ -45,6 +45,7 @@ from typing import Any
 import lightning.pytorch as pl
 import numpy as np
 import torch
+from lightning.fabric.utilities.rank_zero import rank_zero_info
 from torch.utils.data import DataLoader
 
 from gpu_envs.games.tag.env import TagEnv
@@ -56,7 +57,7 @@ from gpu_envs.trainers.game_faces import TagGame
 from gpu_envs.trainers.policy import greedy_actions
 from gpu_envs.trainers.rollout import Collector
 from gpu_envs.trainers.sampling import TorchSampler
-from gpu_envs.trainers.seeding import seed_everything
+from gpu_envs.trainers.seeding import NUMPY_SEEDS, seed_everything
 
 
 def _check_agent_map(agent_map: dict[str, list[int]], tags: list[str], num_agents: int) -> None:
@@ -139,7 +140,9 @@ class TagLightningModule(pl.LightningModule):
         _check_agent_map(agent_map, tags, game.num_agents)
         self.verbose = verbose
         console.hush_third_party()  # Lightning's install tips, before the user's Trainer says them
-        seed_everything(tc.seed, verbose=verbose)
+        seed_everything(tc.seed)
+        if verbose:  # (Lightning's own line, on rank 0, as its seed_everything says it)
+            rank_zero_info(f"Seed set to {tc.seed % NUMPY_SEEDS}")
         self.run = TrainingRun(
             self.run_config,
             env.device,

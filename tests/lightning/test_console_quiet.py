@@ -55,6 +55,7 @@ def test_the_notebook_flow_shows_no_lightning_tips_or_deprecations(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     console = done.stdout + done.stderr
     assert "Training is complete!" in console
+    assert "Seed set to " in console  # the seed a run can be repeated with (the notebook's line)
     for noise in ("Tip:", "litlogger", "litmodels", "deprecated", "Warning"):
         assert noise not in console, (noise, done.stderr)
 
