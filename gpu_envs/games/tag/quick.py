@@ -6,7 +6,7 @@ Plain data, importable without torch or numba: ``gpu_envs.tag_v0.parallel_env(**
 ``gym.make_vec("gpu_envs/Tag-v0", num_envs, **QUICK_TAG)``, ``TagEnv(num_envs, **QUICK_TAG)``; the
 ``tag-quick`` training preset plays it. Trained taggers tag 1.56-1.71x as many random runners per
 episode as random taggers after 24k env steps of ``gpu-envs train tag-quick`` (seeds 1-3), and
-1.47-1.59x after 20k env steps of RLlib's PPO (docs/examples/clients/rllib/ippo_tag.py, seeds 0-2).
+1.27-1.59x after 20k env steps of RLlib's PPO (docs/examples/clients/rllib/ippo_tag.py, seeds 0-3).
 """
 
 from __future__ import annotations
