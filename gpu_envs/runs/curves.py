@@ -242,6 +242,8 @@ def _describe(kind: str, tag: str | None, config: dict) -> str:
         )
         return f"'{tag}' vs frozen {others} ({frozen})"
     if kind == "selfplay" or not opponents.get("share"):
+        if not any((config["policy"][p] or {}).get("to_train", True) for p in policies if p != tag):
+            return f"'{tag}' vs untrained {others} (to_train false)"
         return f"'{tag}' vs learning {others} (self-play)"
     return f"'{tag}' all games (self-play and vs frozen {others})"
 
