@@ -9,6 +9,7 @@ import pytest
 import torch
 
 pytest.importorskip("torchrl")
+from gpu_envs.games.tag.quick import QUICK_TAG
 from tests.helpers.marl_docs import run_block, section_blocks
 
 SECTION = "TorchRL's multi-agent PPO tutorial"
@@ -39,7 +40,8 @@ def test_the_tutorial_with_a_categorical_policy_trains_on_quick_tag():
     env, data = namespace["env"], namespace["tensordict_data"]
     assert env.batch_size == (8,) and data.batch_size == (8, 25)
     actions = data["agents", "action"]
-    assert actions.dtype == torch.int64 and actions.shape == (8, 25, 6)
+    agents = QUICK_TAG["num_taggers"] + QUICK_TAG["num_runners"]
+    assert actions.dtype == torch.int64 and actions.shape == (8, 25, agents)
     assert int(actions.min()) >= 0 and int(actions.max()) < 9 and actions.unique().numel() > 1
     after = list(namespace["policy"].parameters())
     assert any(not torch.equal(a, b) for a, b in zip(before, after)), "the policy trained"
