@@ -195,8 +195,8 @@ def main() -> int:
                 flush=True,
             )
     ours, theirs = (runs[task] for task in TASKS)
-    print(f"test returns per epoch, ours:       {ours[0]['test_returns']}")
-    print(f"test returns per epoch, gymnasium's: {theirs[0]['test_returns']}")
+    print(f"returns seen by stop_fn, ours:        {ours[0]['test_returns']}")
+    print(f"returns seen by stop_fn, gymnasium's: {theirs[0]['test_returns']}")
     for key in ("process_s", "cpu_s", "training_s"):
         ratio = statistics.median(a[key] / b[key] for a, b in zip(ours, theirs))
         print(
