@@ -62,9 +62,10 @@ JITTED = "import numba\n@numba.njit(cache=True)\ndef add_one(x):\n    return x +
 
 @pytest.fixture
 def jitted(tmp_path, monkeypatch):
-    """A cached njit function of a fresh module (a cold cache entry of its own), its class's
-    saves restored after the test."""
-    monkeypatch.setattr(caching.IndexDataCacheFile, "save", caching.IndexDataCacheFile.save)
+    """A cached njit function of a fresh module (a cold cache entry of its own), with numba's own
+    save (not the locked one an earlier test's env may have installed), restored after the test."""
+    save = caching.IndexDataCacheFile.save
+    monkeypatch.setattr(caching.IndexDataCacheFile, "save", getattr(save, "__wrapped__", save))
     (tmp_path / "jitted_module.py").write_text(JITTED)
     monkeypatch.syspath_prepend(str(tmp_path))
     import jitted_module
