@@ -39,7 +39,7 @@ def params(env_name: str, num_actors: int, max_epochs: int, train_dir, discrete:
         }
     )
     return {
-        "seed": 0,
+        "seed": 1,  # (rl_games' Runner seeds torch, NumPy and random only for a seed that is true)
         "torch_threads": 1,  # rl_games' Runner sets it; two threads on a busy 2-core CI are slow
         "algo": {"name": "a2c_discrete" if discrete else "a2c_continuous"},
         "model": {"name": "discrete_a2c" if discrete else "continuous_a2c_logstd"},
